@@ -1,0 +1,163 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { Pool } from 'undici';
+import type { ProviderTimeouts } from './types.js';
+import { UpstreamError } from './upstream-error.js';
+
+export interface UpstreamResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** The body as it arrives; iterating it throws UpstreamError when the upstream breaks or goes silent. */
+  body: AsyncIterable<Uint8Array>;
+  /** Reads the whole body as JSON; UpstreamError(protocol) when it is not JSON. */
+  json(): Promise<unknown>;
+  /** Stops reading and frees the connection. */
+  dump(): Promise<void>;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+
+/**
+ * One keep-alive connection pool to one upstream, with the four timeouts of a provider: connect,
+ * first byte (response headers), idle (between body chunks) and total (the whole call, body included).
+ */
+export class UpstreamClient {
+  private readonly pool: Pool;
+  private readonly pathPrefix: string;
+
+  constructor(
+    private readonly provider: string,
+    baseUrl: string,
+    private readonly timeouts: ProviderTimeouts,
+    maxConnections: number,
+  ) {
+    const url = new URL(baseUrl);
+    this.pathPrefix = url.pathname.replace(/\/+$/, '');
+    this.pool = new Pool(url.origin, {
+      connections: maxConnections,
+      connect: { timeout: timeouts.connectMs },
+      headersTimeout: timeouts.firstByteMs,
+      bodyTimeout: timeouts.idleMs,
+      keepAliveTimeout: 30_000,
+    });
+  }
+
+  /**
+   * Sends a request. Non-2xx answers are thrown as UpstreamError(status) carrying the upstream's message.
+   * `clientSignal` aborts at once (the client went away); the total timeout aborts as a timeout.
+   */
+  async request(
+    method: 'GET' | 'POST',
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    clientSignal: AbortSignal,
+  ): Promise<UpstreamResponse> {
+    const total = AbortSignal.timeout(this.timeouts.totalMs);
+    const signal = AbortSignal.any([clientSignal, total]);
+    let res: Awaited<ReturnType<Pool['request']>>;
+    try {
+      res = await this.pool.request({ method, path: this.pathPrefix + path, headers, body, signal });
+    } catch (err) {
+      throw this.mapError(err, total, false);
+    }
+
+    const wrapped = this.wrapBody(res.body, total);
+    if (res.statusCode >= 400) {
+      const text = await readBounded(wrapped, MAX_ERROR_BODY).catch(() => '');
+      throw this.statusError(res.statusCode, res.headers, text);
+    }
+    return {
+      status: res.statusCode,
+      headers: res.headers,
+      body: wrapped,
+      json: async () => {
+        const text = await readBounded(wrapped, Number.POSITIVE_INFINITY);
+        try {
+          return JSON.parse(text) as unknown;
+        } catch (cause) {
+          throw new UpstreamError(
+            'protocol',
+            this.provider,
+            `${this.provider} sent a body that is not JSON`,
+            {
+              cause,
+            },
+          );
+        }
+      },
+      dump: async () => {
+        await res.body.dump().catch(() => undefined);
+      },
+    };
+  }
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
+
+  private async *wrapBody(body: AsyncIterable<Uint8Array>, total: AbortSignal): AsyncGenerator<Uint8Array> {
+    try {
+      for await (const chunk of body) yield chunk;
+    } catch (err) {
+      throw this.mapError(err, total, true);
+    }
+  }
+
+  private statusError(status: number, headers: IncomingHttpHeaders, text: string): UpstreamError {
+    let upstreamMessage: string | undefined;
+    let param: string | undefined;
+    try {
+      const parsed = JSON.parse(text) as { error?: { message?: unknown; param?: unknown } | string };
+      const error = parsed.error;
+      if (typeof error === 'string') upstreamMessage = error;
+      else if (error && typeof error.message === 'string') {
+        upstreamMessage = error.message;
+        if (typeof error.param === 'string') param = error.param;
+      }
+    } catch {
+      if (text.length > 0 && text.length < 500) upstreamMessage = text;
+    }
+    const retryAfter = headers['retry-after'];
+    return new UpstreamError('status', this.provider, `${this.provider} answered HTTP ${status}`, {
+      status,
+      ...(upstreamMessage === undefined ? {} : { upstreamMessage }),
+      ...(param === undefined ? {} : { param }),
+      ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
+    });
+  }
+
+  private mapError(err: unknown, total: AbortSignal, midBody: boolean): UpstreamError {
+    if (err instanceof UpstreamError) return err;
+    const code = (err as { code?: string }).code ?? '';
+    const name = (err as { name?: string }).name ?? '';
+    const p = this.provider;
+    if (total.aborted)
+      return new UpstreamError('timeout', p, `${p} exceeded the total timeout`, { cause: err });
+    if (name === 'AbortError' || code === 'UND_ERR_ABORTED') {
+      return new UpstreamError('aborted', p, 'the client went away', { cause: err });
+    }
+    switch (code) {
+      case 'UND_ERR_CONNECT_TIMEOUT':
+        return new UpstreamError('timeout', p, `${p} did not accept the connection in time`, { cause: err });
+      case 'UND_ERR_HEADERS_TIMEOUT':
+        return new UpstreamError('timeout', p, `${p} sent no response in time`, { cause: err });
+      case 'UND_ERR_BODY_TIMEOUT':
+        return new UpstreamError('timeout', p, `${p} went silent mid-response`, { cause: err });
+    }
+    if (midBody)
+      return new UpstreamError('protocol', p, `${p} closed the connection mid-response`, { cause: err });
+    return new UpstreamError('connect', p, `could not reach ${p}: ${code || (err as Error).message}`, {
+      cause: err,
+    });
+  }
+}
+
+async function readBounded(body: AsyncIterable<Uint8Array>, limit: number): Promise<string> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    if (size < limit) parts.push(Buffer.from(chunk));
+    size += chunk.byteLength;
+  }
+  return Buffer.concat(parts).toString('utf8');
+}

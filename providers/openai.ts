@@ -1,0 +1,112 @@
+import { UpstreamClient } from './http.js';
+import { parseSse } from './sse.js';
+import type {
+  CallContext,
+  ForwardTarget,
+  InferenceProvider,
+  JsonObject,
+  ProviderConfig,
+  ProviderResult,
+  SseEvent,
+} from './types.js';
+import { UpstreamError } from './upstream-error.js';
+
+const RESPONSES_TERMINAL_EVENTS = new Set(['response.completed', 'response.failed', 'response.incomplete']);
+
+/**
+ * Any OpenAI-compatible upstream (OpenAI, vLLM, llama.cpp server, Ollama, TGI). The fast path: the body
+ * goes out as Gantry received it (model renamed), and SSE events come back parsed only into frames.
+ */
+export class OpenAIProvider implements InferenceProvider {
+  readonly kind = 'openai';
+  readonly name: string;
+  readonly forward: ForwardTarget;
+  readonly responses?: (body: JsonObject, ctx: CallContext) => Promise<ProviderResult>;
+  private readonly client: UpstreamClient;
+  private readonly headers: Record<string, string>;
+
+  constructor(config: ProviderConfig) {
+    if (!config.baseUrl) throw new Error(`provider ${config.name}: base_url is required`);
+    this.name = config.name;
+    this.client = new UpstreamClient(config.name, config.baseUrl, config.timeouts, config.maxConnections);
+    const auth: Record<string, string> = config.apiKey ? { authorization: `Bearer ${config.apiKey}` } : {};
+    this.headers = { 'content-type': 'application/json', ...auth, ...config.headers };
+    this.forward = { baseUrl: config.baseUrl.replace(/\/+$/, ''), headers: { ...auth, ...config.headers } };
+    if (config.supportsResponses) {
+      this.responses = (body, ctx) => this.post('/responses', body, ctx, isResponsesEnd);
+    }
+  }
+
+  chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
+    return this.post('/chat/completions', body, ctx, null);
+  }
+
+  embeddings(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
+    return this.post('/embeddings', { ...body, stream: undefined }, ctx, null);
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+
+  /** `isEnd` recognises the last event of a stream with no `[DONE]` (Responses); null: chat framing. */
+  private async post(
+    path: string,
+    body: JsonObject,
+    ctx: CallContext,
+    isEnd: ((event: SseEvent) => boolean) | null,
+  ): Promise<ProviderResult> {
+    const res = await this.client.request('POST', path, this.headers, JSON.stringify(body), ctx.signal);
+    if (body.stream !== true) {
+      const json = await res.json();
+      if (json === null || typeof json !== 'object' || Array.isArray(json)) {
+        throw new UpstreamError('protocol', this.name, `${this.name} sent a JSON body that is not an object`);
+      }
+      return { kind: 'json', body: json as JsonObject };
+    }
+    const contentType = String(res.headers['content-type'] ?? '');
+    if (!contentType.includes('text/event-stream')) {
+      await res.dump();
+      throw new UpstreamError(
+        'protocol',
+        this.name,
+        `${this.name} answered a stream request with ${contentType}`,
+      );
+    }
+    return { kind: 'stream', events: this.events(res.body, isEnd) };
+  }
+
+  private async *events(
+    body: AsyncIterable<Uint8Array>,
+    isEnd: ((event: SseEvent) => boolean) | null,
+  ): AsyncGenerator<SseEvent> {
+    for await (const event of parseSse(body)) {
+      if (event.data === '[DONE]') return;
+      if (event.data.startsWith('{"error"')) throw this.streamedError(event.data);
+      yield event;
+      if (isEnd?.(event)) return;
+    }
+    throw new UpstreamError('protocol', this.name, `${this.name} ended the stream before it was complete`);
+  }
+
+  /** vLLM and others report failures inside the stream as `data: {"error": {...}}`. */
+  private streamedError(data: string): UpstreamError {
+    let message = 'upstream error';
+    let status = 502;
+    try {
+      const parsed = JSON.parse(data) as { error?: { message?: unknown; code?: unknown } };
+      if (typeof parsed.error?.message === 'string') message = parsed.error.message;
+      if (typeof parsed.error?.code === 'number') status = parsed.error.code;
+    } catch {
+      // keep the generic message
+    }
+    return new UpstreamError('status', this.name, `${this.name} reported an error in the stream`, {
+      status,
+      upstreamMessage: message,
+    });
+  }
+}
+
+function isResponsesEnd(event: SseEvent): boolean {
+  return event.event !== undefined && RESPONSES_TERMINAL_EVENTS.has(event.event);
+}

@@ -1,0 +1,81 @@
+/**
+ * The contract between Gantry and its inference backends. A provider takes a canonical request (the
+ * OpenAI wire format, already validated, with defaults applied and `model` set to the upstream's name)
+ * and returns either a JSON body or a stream of server-sent events, both in the OpenAI wire format.
+ *
+ * Providers signal failure by throwing UpstreamError (see upstream-error.ts); Gantry decides from it
+ * whether to fall back to the next provider and which error the client sees.
+ */
+
+export type JsonObject = Record<string, unknown>;
+
+/** One server-sent event. `event` is absent for chat chunks, which OpenAI sends as bare `data:` lines. */
+export interface SseEvent {
+  event?: string;
+  /** The event's data: for chat chunks and Responses events, one JSON object as text. */
+  data: string;
+}
+
+export type ProviderResult =
+  | { kind: 'json'; body: JsonObject }
+  /**
+   * Chat streams yield one `chat.completion.chunk` JSON text per event and end without `[DONE]` (the
+   * route writes it). Responses streams yield `{event, data}` pairs. Iteration throws UpstreamError when
+   * the upstream breaks mid-stream.
+   */
+  | { kind: 'stream'; events: AsyncIterable<SseEvent> };
+
+export interface CallContext {
+  /** Aborted when the client disconnects or the total timeout passes: abort the upstream call at once. */
+  signal: AbortSignal;
+  requestId: string;
+}
+
+export interface InferenceProvider {
+  /** The provider's name in the config, e.g. `vllm-a`. */
+  readonly name: string;
+  /** The adapter kind: `openai`, `anthropic`, `local`. */
+  readonly kind: string;
+  /** POST /v1/chat/completions. `body.stream` says which result kind is expected. */
+  chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult>;
+  /** POST /v1/embeddings; always a JSON result. */
+  embeddings(body: JsonObject, ctx: CallContext): Promise<ProviderResult>;
+  /** POST /v1/responses, only where the upstream speaks it natively; otherwise Gantry bridges onto chat. */
+  responses?(body: JsonObject, ctx: CallContext): Promise<ProviderResult>;
+  /** Where other OpenAI endpoints (audio, images, ...) are forwarded as they are; OpenAI-compatible only. */
+  readonly forward?: ForwardTarget;
+  close(): Promise<void>;
+}
+
+export interface ForwardTarget {
+  /** Upstream origin plus path prefix standing for `/v1`, e.g. `http://127.0.0.1:8000/v1`. */
+  baseUrl: string;
+  /** Headers added to every forwarded request (credentials). */
+  headers: Record<string, string>;
+}
+
+export interface ProviderTimeouts {
+  connectMs: number;
+  /** Until the response headers arrive. */
+  firstByteMs: number;
+  /** Longest silence between two body chunks. */
+  idleMs: number;
+  /** The whole call, stream included. */
+  totalMs: number;
+}
+
+export interface ProviderConfig {
+  name: string;
+  kind: string;
+  /** e.g. `https://api.openai.com/v1` or `https://api.anthropic.com` */
+  baseUrl?: string;
+  /** The credential, already read from the environment variable the config names. */
+  apiKey?: string;
+  timeouts: ProviderTimeouts;
+  /** Upstream connections kept open per provider. */
+  maxConnections: number;
+  /** openai kind: the upstream serves /v1/responses itself. */
+  supportsResponses: boolean;
+  /** Extra headers for every upstream call (e.g. `anthropic-version`). */
+  headers: Record<string, string>;
+}
