@@ -82,21 +82,40 @@ export class OpenAIProvider implements InferenceProvider {
   ): AsyncGenerator<SseEvent> {
     for await (const event of parseSse(body)) {
       if (event.data === '[DONE]') return;
-      if (event.data.startsWith('{"error"')) throw this.streamedError(event.data);
+      if (event.event === 'error') throw this.streamedError(event.data);
+      // A chunk's text holds `"error"` unescaped only as a key or as that exact value: parse just then.
+      if (event.data.includes('"error"')) {
+        const failure = this.streamedErrorIn(event.data);
+        if (failure) throw failure;
+      }
       yield event;
       if (isEnd?.(event)) return;
     }
     throw new UpstreamError('protocol', this.name, `${this.name} ended the stream before it was complete`);
   }
 
-  /** vLLM and others report failures inside the stream as `data: {"error": {...}}`. */
+  /** vLLM and others report failures inside a chat stream as `data: {"error": {...}}`. */
+  private streamedErrorIn(data: string): UpstreamError | undefined {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(data);
+    } catch {
+      return undefined;
+    }
+    const error = (parsed as { error?: unknown }).error;
+    return error !== null && typeof error === 'object' ? this.streamedError(data) : undefined;
+  }
+
+  /** Error events: vLLM's `{"error": {message, code}}`, or a Responses `error` event `{message, code}`. */
   private streamedError(data: string): UpstreamError {
     let message = 'upstream error';
     let status = 502;
     try {
-      const parsed = JSON.parse(data) as { error?: { message?: unknown; code?: unknown } };
-      if (typeof parsed.error?.message === 'string') message = parsed.error.message;
-      if (typeof parsed.error?.code === 'number') status = parsed.error.code;
+      type ErrorBody = { message?: unknown; code?: unknown };
+      const parsed = JSON.parse(data) as ErrorBody & { error?: ErrorBody };
+      const body: ErrorBody = parsed.error ?? parsed;
+      if (typeof body.message === 'string') message = body.message;
+      if (typeof body.code === 'number') status = body.code;
     } catch {
       // keep the generic message
     }

@@ -78,4 +78,8 @@ export interface ProviderConfig {
   supportsResponses: boolean;
   /** Extra headers for every upstream call (e.g. `anthropic-version`). */
   headers: Record<string, string>;
+  /** local kind: native size of the built-in embedding model's vectors. */
+  embeddingDimensions?: number;
+  /** local kind: pause between streamed chunks, to make streams observable in demos and tests. */
+  chunkDelayMs?: number;
 }

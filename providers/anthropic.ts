@@ -1,0 +1,116 @@
+import { GantryError } from '../src/errors.js';
+import {
+  ANTHROPIC_DEFAULT_BASE_URL,
+  ANTHROPIC_DEFAULT_VERSION,
+  ANTHROPIC_MESSAGES_PATH,
+  AnthropicStreamTranslator,
+  fromAnthropicMessage,
+  toAnthropicRequest,
+} from './anthropic-translate.js';
+import { UpstreamClient } from './http.js';
+import { parseSse } from './sse.js';
+import type {
+  CallContext,
+  InferenceProvider,
+  JsonObject,
+  ProviderConfig,
+  ProviderResult,
+  SseEvent,
+} from './types.js';
+import { UpstreamError } from './upstream-error.js';
+
+/**
+ * Anthropic's Messages API behind OpenAI chat completions. The request, the response and every stream
+ * event are translated (anthropic-translate.ts); what Anthropic cannot honour is refused with a 400
+ * before any network call. No embeddings, no native Responses (Gantry bridges those onto chat), and no
+ * `forward`: the other OpenAI endpoints do not exist here.
+ */
+export class AnthropicProvider implements InferenceProvider {
+  readonly kind = 'anthropic';
+  readonly name: string;
+  private readonly client: UpstreamClient;
+  private readonly headers: Record<string, string>;
+
+  constructor(config: ProviderConfig) {
+    this.name = config.name;
+    this.client = new UpstreamClient(
+      config.name,
+      messagesBaseUrl(config.baseUrl ?? ANTHROPIC_DEFAULT_BASE_URL),
+      config.timeouts,
+      config.maxConnections,
+    );
+    this.headers = {
+      'content-type': 'application/json',
+      'anthropic-version': ANTHROPIC_DEFAULT_VERSION,
+      ...(config.apiKey ? { 'x-api-key': config.apiKey } : {}),
+      // Lower-cased so that a configured `Anthropic-Version` replaces the default instead of doubling it.
+      ...lowerCaseKeys(config.headers),
+    };
+  }
+
+  async chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
+    const request = toAnthropicRequest(body);
+    const res = await this.client.request(
+      'POST',
+      ANTHROPIC_MESSAGES_PATH,
+      this.headers,
+      JSON.stringify(request),
+      ctx.signal,
+    );
+    const model = request.model;
+    if (request.stream !== true) {
+      return { kind: 'json', body: fromAnthropicMessage(await res.json(), { provider: this.name, model }) };
+    }
+    const contentType = String(res.headers['content-type'] ?? '');
+    if (!contentType.includes('text/event-stream')) {
+      await res.dump();
+      throw new UpstreamError(
+        'protocol',
+        this.name,
+        `${this.name} answered a stream request with ${contentType}`,
+      );
+    }
+    const translator = new AnthropicStreamTranslator({
+      provider: this.name,
+      model,
+      includeUsage: includeUsage(body),
+    });
+    return { kind: 'stream', events: translate(parseSse(res.body), translator) };
+  }
+
+  async embeddings(_body: JsonObject, _ctx: CallContext): Promise<ProviderResult> {
+    throw new GantryError('MODEL_NOT_SUPPORTED', {
+      message: 'Embeddings are not available from this model provider',
+    });
+  }
+
+  close(): Promise<void> {
+    return this.client.close();
+  }
+}
+
+/** Ends at message_stop, without waiting for the upstream to close the body. */
+async function* translate(
+  events: AsyncIterable<SseEvent>,
+  translator: AnthropicStreamTranslator,
+): AsyncGenerator<SseEvent> {
+  for await (const event of events) {
+    yield* translator.push(event);
+    if (translator.done) return;
+  }
+  translator.end();
+}
+
+function includeUsage(body: JsonObject): boolean {
+  const options = body.stream_options;
+  return options !== null && typeof options === 'object' && (options as JsonObject).include_usage === true;
+}
+
+/** The paths are `/v1/...`: a base URL configured with a trailing `/v1` must not double it. */
+function messagesBaseUrl(baseUrl: string): string {
+  return baseUrl.replace(/\/+$/, '').replace(/\/v1$/, '');
+}
+
+function lowerCaseKeys(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([k, v]) => [k.toLowerCase(), v]));
+}

@@ -1,0 +1,500 @@
+import { randomUUID } from 'node:crypto';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
+import { get_encoding, type Tiktoken } from 'tiktoken';
+import { GantryError } from '../src/errors.js';
+import type { CallContext, InferenceProvider, JsonObject, ProviderResult, SseEvent } from './types.js';
+import { UpstreamError } from './upstream-error.js';
+
+/**
+ * Gantry's built-in models: no network, no weights, fully deterministic, but speaking the OpenAI wire
+ * format exactly, so the embedded default and the tests exercise every code path a real upstream does.
+ *
+ * Chat reply rule (what end-to-end tests can assert on):
+ *   `You said: <text of the last user message>\n` + LOCAL_REPLY_SUFFIX
+ * where the text is the message's string content, or its `text` parts joined with `\n` (other parts are
+ * ignored); with no user message it is empty. Then, as a model would: generation ends before the first
+ * `stop` sequence (finish_reason `stop`), or after `max_completion_tokens` / `max_tokens` o200k tokens
+ * (finish_reason `length`). All `n` choices are identical. Sampling parameters are ignored.
+ *
+ * Embeddings: random indexing, i.e. feature hashing with a dense pseudo-random vector per feature,
+ * summed and L2-normalised. Features are the lowercased words (common function words damped), their
+ * character trigrams, and word bigrams. Texts sharing words or word stems point the same way; identical
+ * texts give identical vectors. Dense rather than one signed slot per feature, so any prefix of the
+ * vector is itself a usable embedding: `dimensions` truncates and re-normalises (Matryoshka-style)
+ * without landing on an all-zero prefix. Token-id inputs are decoded with o200k first, so
+ * `[ids of "hello"]` embeds exactly like `"hello"`. Values are float32, in both encodings.
+ */
+
+export const LOCAL_REPLY_PREFIX = 'You said: ';
+export const LOCAL_REPLY_SUFFIX = "This is a deterministic reply from Gantry's built-in local model.";
+export const LOCAL_EMBEDDING_DIMENSIONS = 256;
+
+/** The reply a request gets before `stop` and `max_tokens` cut it. */
+export function localReplyText(messages: unknown): string {
+  return `${LOCAL_REPLY_PREFIX}${lastUserText(messages)}\n${LOCAL_REPLY_SUFFIX}`;
+}
+
+export interface LocalProviderConfig {
+  name: string;
+  /** Native size of the embedding vectors. */
+  embeddingDimensions?: number;
+  /** Pause between streamed chunks; 0 still yields to the event loop between chunks. */
+  chunkDelayMs?: number;
+}
+
+const SYSTEM_FINGERPRINT = 'fp_gantry_local';
+/** Tokens per streamed content delta: several, so chunk boundaries are visible but streams stay short. */
+const TOKENS_PER_CHUNK = 3;
+/** o200k_base: ids 0..199997 are ordinary tokens; the only specials are these two. */
+const O200K_ORDINARY_TOKENS = 199_998;
+const O200K_SPECIAL_TOKENS = new Set([199_999, 200_018]);
+const BIGRAM_WEIGHT = 0.5;
+const TRIGRAM_WEIGHT = 0.7;
+const STOP_WORD_WEIGHT = 0.2;
+const STOP_WORDS = new Set(
+  (
+    'a an and are as at be by can could did do does for from had has have how i in is it its me my no not of ' +
+    'on or our so than that the their them then there these they this to was we were what when where which ' +
+    'who why will with would you your'
+  ).split(' '),
+);
+
+let encoding: Tiktoken | undefined;
+
+/** The WASM encoder takes ~300 ms to build and holds its tables in WASM memory: one per process. */
+function o200k(): Tiktoken {
+  encoding ??= get_encoding('o200k_base');
+  return encoding;
+}
+
+/** encode_ordinary: text like `<|endoftext|>` in user input is just text, never a special token. */
+function countTokens(text: string): number {
+  return text.length === 0 ? 0 : o200k().encode_ordinary(text).length;
+}
+
+export class LocalProvider implements InferenceProvider {
+  readonly kind = 'local';
+  readonly name: string;
+  private readonly dimensions: number;
+  private readonly chunkDelayMs: number;
+
+  constructor(config: LocalProviderConfig) {
+    this.name = config.name;
+    this.dimensions = config.embeddingDimensions ?? LOCAL_EMBEDDING_DIMENSIONS;
+    this.chunkDelayMs = config.chunkDelayMs ?? 0;
+    if (!Number.isInteger(this.dimensions) || this.dimensions < 1) {
+      throw new Error(`provider ${config.name}: embedding_dimensions must be a positive integer`);
+    }
+    if (!Number.isFinite(this.chunkDelayMs) || this.chunkDelayMs < 0) {
+      throw new Error(`provider ${config.name}: chunk_delay_ms must be a non-negative number`);
+    }
+    // Build the encoder now rather than inside the first request.
+    o200k();
+  }
+
+  async chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
+    this.throwIfAborted(ctx.signal);
+    const model = String(body.model);
+    const n = positiveInt(body.n) ?? 1;
+    const completion = generate(localReplyText(body.messages), maxTokens(body), stopSequences(body.stop));
+    const promptTokens = countPromptTokens(body);
+    const usage = usageOf(promptTokens, completion.tokens * n);
+    const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
+    const created = Math.floor(Date.now() / 1000);
+
+    if (body.stream !== true) {
+      const choices = Array.from({ length: n }, (_, index) => ({
+        index,
+        message: { role: 'assistant', content: completion.content, refusal: null, annotations: [] },
+        logprobs: null,
+        finish_reason: completion.finishReason,
+      }));
+      return {
+        kind: 'json',
+        body: {
+          id,
+          object: 'chat.completion',
+          created,
+          model,
+          choices,
+          usage,
+          system_fingerprint: SYSTEM_FINGERPRINT,
+        },
+      };
+    }
+
+    const options = body.stream_options;
+    const includeUsage =
+      options !== null && typeof options === 'object' && (options as JsonObject).include_usage === true;
+    const header = {
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      system_fingerprint: SYSTEM_FINGERPRINT,
+    };
+    const chunk = (choices: JsonObject[], last?: JsonObject): SseEvent => ({
+      data: JSON.stringify({ ...header, choices, ...(includeUsage ? { usage: last ?? null } : {}) }),
+    });
+    const choice = (index: number, delta: JsonObject, finishReason: string | null): JsonObject => ({
+      index,
+      delta,
+      logprobs: null,
+      finish_reason: finishReason,
+    });
+
+    const events: SseEvent[] = [];
+    for (let i = 0; i < n; i++) {
+      events.push(chunk([choice(i, { role: 'assistant', content: '', refusal: null }, null)]));
+    }
+    for (const text of completion.deltas) {
+      for (let i = 0; i < n; i++) events.push(chunk([choice(i, { content: text }, null)]));
+    }
+    for (let i = 0; i < n; i++) events.push(chunk([choice(i, {}, completion.finishReason)]));
+    if (includeUsage) events.push(chunk([], usage));
+    return { kind: 'stream', events: this.paced(events, ctx.signal) };
+  }
+
+  async embeddings(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
+    this.throwIfAborted(ctx.signal);
+    const texts = embeddingInputs(body.input);
+    const size = this.outputDimensions(body);
+    const format = body.encoding_format ?? 'float';
+    if (format !== 'float' && format !== 'base64') {
+      throw new GantryError('INVALID_PARAMETER', {
+        param: 'encoding_format',
+        message: 'encoding_format must be float or base64',
+      });
+    }
+    let promptTokens = 0;
+    const data = texts.map((input, index) => {
+      promptTokens += input.tokens;
+      const vector = embed(input.text, size);
+      return { object: 'embedding', index, embedding: format === 'base64' ? toBase64(vector) : vector };
+    });
+    return {
+      kind: 'json',
+      body: {
+        object: 'list',
+        data,
+        model: String(body.model),
+        usage: { prompt_tokens: promptTokens, total_tokens: promptTokens },
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    // The shared encoder lives as long as the process: other LocalProviders (and reloads) reuse it.
+  }
+
+  private outputDimensions(body: JsonObject): number {
+    const requested = body.dimensions;
+    if (requested === undefined || requested === null) return this.dimensions;
+    if (typeof requested !== 'number' || !Number.isInteger(requested) || requested < 1) {
+      throw new GantryError('INVALID_PARAMETER', {
+        param: 'dimensions',
+        message: 'dimensions must be a positive integer',
+      });
+    }
+    if (requested > this.dimensions) {
+      throw new GantryError('INVALID_PARAMETER', {
+        param: 'dimensions',
+        message: `dimensions must be at most ${this.dimensions} for ${String(body.model)}`,
+      });
+    }
+    return requested;
+  }
+
+  /** Yields to the event loop before every chunk, so aborts and back-pressure act between chunks. */
+  private async *paced(events: SseEvent[], signal: AbortSignal): AsyncGenerator<SseEvent> {
+    for (const event of events) {
+      try {
+        if (this.chunkDelayMs > 0) await sleep(this.chunkDelayMs, undefined, { signal });
+        else await nextTurn(undefined, { signal });
+      } catch (err) {
+        if (signal.aborted) throw this.abortError(signal);
+        throw err;
+      }
+      this.throwIfAborted(signal);
+      yield event;
+    }
+  }
+
+  private throwIfAborted(signal: AbortSignal): void {
+    if (signal.aborted) throw this.abortError(signal);
+  }
+
+  /** The same failure kinds the HTTP adapters report, so dispatch treats a local call like any other. */
+  private abortError(signal: AbortSignal): UpstreamError {
+    const reason: unknown = signal.reason;
+    if (reason instanceof Error && reason.name === 'TimeoutError') {
+      return new UpstreamError('timeout', this.name, `${this.name} exceeded the total timeout`, {
+        cause: reason,
+      });
+    }
+    return new UpstreamError('aborted', this.name, 'the client went away', { cause: reason });
+  }
+}
+
+interface Completion {
+  content: string;
+  /** `content` cut into streamed deltas; they concatenate to `content`. */
+  deltas: string[];
+  /** Completion tokens generated, counting a matched stop sequence as a model would. */
+  tokens: number;
+  finishReason: 'stop' | 'length';
+}
+
+/**
+ * Plays the reply back token by token as a model would: the first stop sequence to be completed ends
+ * generation (and is not returned), else the token limit does.
+ */
+function generate(reply: string, limit: number, stops: string[]): Completion {
+  const enc = o200k();
+  const ids = enc.encode_ordinary(reply);
+  // One streaming decoder: a token ending inside a multi-byte character yields '' and the next token
+  // carries the whole character, so pieces always concatenate to valid text.
+  const decoder = new TextDecoder();
+  const pieces: string[] = [];
+  const ends: number[] = [];
+  let length = 0;
+  for (const id of ids) {
+    const piece = decoder.decode(enc.decode_single_token_bytes(id), { stream: true });
+    pieces.push(piece);
+    length += piece.length;
+    ends.push(length);
+  }
+
+  let stopAt = -1;
+  let stopTokens = Number.POSITIVE_INFINITY;
+  for (const stop of stops) {
+    const at = reply.indexOf(stop);
+    if (at === -1) continue;
+    // The stop sequence is complete once the token holding its last character is generated.
+    const tokens = ends.findIndex((end) => end >= at + stop.length) + 1;
+    if (tokens < stopTokens || (tokens === stopTokens && at < stopAt)) {
+      stopAt = at;
+      stopTokens = tokens;
+    }
+  }
+
+  let content: string;
+  let tokens: number;
+  let finishReason: Completion['finishReason'];
+  if (stopAt !== -1 && stopTokens <= limit) {
+    content = reply.slice(0, stopAt);
+    tokens = stopTokens;
+    finishReason = 'stop';
+  } else if (ids.length > limit) {
+    tokens = limit;
+    content = pieces.slice(0, limit).join('');
+    finishReason = 'length';
+  } else {
+    content = reply;
+    tokens = ids.length;
+    finishReason = 'stop';
+  }
+
+  const deltas: string[] = [];
+  let emitted = 0;
+  for (let i = 0; i < pieces.length && emitted < content.length; i += TOKENS_PER_CHUNK) {
+    const text = pieces
+      .slice(i, i + TOKENS_PER_CHUNK)
+      .join('')
+      .slice(0, content.length - emitted);
+    if (text.length === 0) continue;
+    deltas.push(text);
+    emitted += text.length;
+  }
+  return { content, deltas, tokens, finishReason };
+}
+
+function maxTokens(body: JsonObject): number {
+  return positiveInt(body.max_completion_tokens) ?? positiveInt(body.max_tokens) ?? Number.POSITIVE_INFINITY;
+}
+
+function stopSequences(stop: unknown): string[] {
+  const list = typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop : [];
+  return list.filter((s): s is string => typeof s === 'string' && s.length > 0);
+}
+
+function positiveInt(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
+}
+
+/** String content as is; content parts: their text parts joined by newlines. */
+function messageText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  const texts: string[] = [];
+  for (const part of content) {
+    if (part !== null && typeof part === 'object' && typeof (part as JsonObject).text === 'string') {
+      texts.push((part as JsonObject).text as string);
+    }
+  }
+  return texts.join('\n');
+}
+
+function lastUserText(messages: unknown): string {
+  if (!Array.isArray(messages)) return '';
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m: unknown = messages[i];
+    if (m !== null && typeof m === 'object' && (m as JsonObject).role === 'user') {
+      return messageText((m as JsonObject).content);
+    }
+  }
+  return '';
+}
+
+/**
+ * OpenAI's published counting rule for its chat models: 3 tokens of framing per message, 1 more for a
+ * `name`, 3 to prime the reply. Tool calls and tool definitions count as their JSON text.
+ */
+function countPromptTokens(body: JsonObject): number {
+  let total = 3;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages) {
+    if (m === null || typeof m !== 'object') continue;
+    const message = m as JsonObject;
+    total += 3 + countTokens(String(message.role ?? '')) + countTokens(messageText(message.content));
+    if (typeof message.name === 'string') total += 1 + countTokens(message.name);
+    if (message.tool_calls !== undefined) total += countTokens(JSON.stringify(message.tool_calls));
+  }
+  if (Array.isArray(body.tools) && body.tools.length > 0) total += countTokens(JSON.stringify(body.tools));
+  return total;
+}
+
+function usageOf(promptTokens: number, completionTokens: number): JsonObject {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+    prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
+    completion_tokens_details: {
+      reasoning_tokens: 0,
+      audio_tokens: 0,
+      accepted_prediction_tokens: 0,
+      rejected_prediction_tokens: 0,
+    },
+  };
+}
+
+interface EmbeddingInput {
+  text: string;
+  tokens: number;
+}
+
+function invalidInput(message: string): GantryError {
+  return new GantryError('INVALID_PARAMETER', { param: 'input', message });
+}
+
+/** OpenAI's four input shapes: a string, strings, one token array, token arrays. */
+function embeddingInputs(input: unknown): EmbeddingInput[] {
+  if (typeof input === 'string') return [textInput(input)];
+  if (!Array.isArray(input) || input.length === 0) {
+    throw invalidInput('input must be a non-empty string, an array of non-empty strings, or token arrays');
+  }
+  if (input.every((item) => typeof item === 'string')) return input.map(textInput);
+  if (input.every((item) => typeof item === 'number')) return [tokenInput(input)];
+  if (input.every((item) => Array.isArray(item))) return input.map(tokenInput);
+  throw invalidInput('input must be strings or token arrays, not a mix');
+}
+
+function textInput(text: string): EmbeddingInput {
+  if (text.length === 0) throw invalidInput('input must not contain empty strings');
+  return { text, tokens: countTokens(text) };
+}
+
+function tokenInput(ids: unknown[]): EmbeddingInput {
+  if (ids.length === 0) throw invalidInput('input must not contain empty token arrays');
+  for (const id of ids) {
+    // Checked before decoding: the WASM decoder traps on unknown ids instead of throwing.
+    const valid =
+      typeof id === 'number' &&
+      Number.isInteger(id) &&
+      ((id >= 0 && id < O200K_ORDINARY_TOKENS) || O200K_SPECIAL_TOKENS.has(id));
+    if (!valid) throw invalidInput(`input contains ${String(id)}, which is not an o200k_base token id`);
+  }
+  const bytes = o200k().decode(Uint32Array.from(ids as number[]));
+  return { text: new TextDecoder().decode(bytes), tokens: ids.length };
+}
+
+/**
+ * Words (letters and digits), each with its character trigrams so inflections stay close (`jumps`,
+ * `jumped`), plus word bigrams for a little order. Function words are damped, else two texts sharing
+ * only `the` would look related. A text with no words falls back to its symbols, then to one feature.
+ */
+function features(text: string): Map<string, number> {
+  const normalised = text.normalize('NFKC').toLowerCase();
+  let words = normalised.match(/[\p{L}\p{N}]+/gu) ?? [];
+  if (words.length === 0) words = normalised.match(/\S/gu) ?? ['\u0000'];
+  // Summed per distinct feature, so each costs one vector however often it occurs.
+  const out = new Map<string, number>();
+  const add = (feature: string, weight: number) => out.set(feature, (out.get(feature) ?? 0) + weight);
+  const counts = new Map<string, number>();
+  for (const [i, word] of words.entries()) {
+    counts.set(word, (counts.get(word) ?? 0) + 1);
+    const previous = words[i - 1];
+    if (previous === undefined) continue;
+    const bothStop = STOP_WORDS.has(previous) && STOP_WORDS.has(word);
+    add(`b:${previous} ${word}`, bothStop ? STOP_WORD_WEIGHT * BIGRAM_WEIGHT : BIGRAM_WEIGHT);
+  }
+  for (const [word, count] of counts) {
+    // Sublinear in the count, so one repeated word cannot drown the rest of a long text.
+    const weight = (1 + Math.log(count)) * (STOP_WORDS.has(word) ? STOP_WORD_WEIGHT : 1);
+    add(`w:${word}`, weight);
+    const padded = `<${word}>`;
+    const trigrams = padded.length - 2;
+    if (trigrams < 2) continue;
+    // Scaled so a word's trigrams together weigh what the word does, whatever its length.
+    const share = (weight * TRIGRAM_WEIGHT) / Math.sqrt(trigrams);
+    for (let j = 0; j < trigrams; j++) add(`t:${padded.slice(j, j + 3)}`, share);
+  }
+  return out;
+}
+
+/**
+ * Each feature seeds a PRNG whose first `size` outputs are its vector, so the first d components of
+ * a vector never depend on the native size: truncation is exactly computing fewer components.
+ */
+function embed(text: string, size: number): number[] {
+  const acc = new Float64Array(size);
+  for (const [feature, weight] of features(text)) {
+    let state = fnv1a(feature);
+    for (let i = 0; i < size; i++) {
+      state = (state + 0x6d2b79f5) | 0;
+      acc[i] = (acc[i] ?? 0) + weight * unitFloat(state);
+    }
+  }
+  let norm = 0;
+  for (const v of acc) norm += v * v;
+  norm = Math.sqrt(norm);
+  // Only reachable if features cancel exactly: any fixed unit vector keeps the contract.
+  if (norm === 0) return Array.from({ length: size }, (_, i) => (i === 0 ? 1 : 0));
+  // float32, as real embedding models return: the float and base64 encodings then carry the same values.
+  return Array.from(acc, (v) => Math.fround(v / norm));
+}
+
+/** mulberry32's output mix of its counter state, mapped to [-1, 1). */
+function unitFloat(state: number): number {
+  let t = Math.imul(state ^ (state >>> 15), state | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 2_147_483_648 - 1;
+}
+
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function toBase64(vector: number[]): string {
+  const buf = Buffer.alloc(vector.length * 4);
+  vector.forEach((v, i) => {
+    buf.writeFloatLE(v, i * 4);
+  });
+  return buf.toString('base64');
+}

@@ -1,0 +1,70 @@
+import type { FastifyRequest } from 'fastify';
+import { GantryError } from '../errors.js';
+import type { Account, ApiKeyRecord, Store } from '../store/types.js';
+import { hashKey } from './keys.js';
+
+export interface Principal {
+  account: Account;
+  key: ApiKeyRecord;
+}
+
+const FLUSH_EVERY_MS = 5_000;
+
+/**
+ * Resolves the caller from `x-api-key` or `Authorization: Bearer`. Last use is collected in memory and
+ * written in one batch every few seconds, so the request path does no write.
+ */
+export class Authenticator {
+  private pending = new Map<string, string>();
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly store: Store) {
+    this.timer = setInterval(() => this.flush(), FLUSH_EVERY_MS);
+    this.timer.unref();
+  }
+
+  authenticate(request: FastifyRequest): Principal {
+    const key = readKey(request);
+    if (key === undefined) {
+      throw new GantryError('UNAUTHORIZED', {
+        message: 'Missing API key',
+        details: 'Send your key as the x-api-key header or as Authorization: Bearer <key>.',
+      });
+    }
+    const found = this.store.findKeyByHash(hashKey(key));
+    if (!found) {
+      throw new GantryError('UNAUTHORIZED', {
+        message: 'Invalid or revoked API key',
+        details: 'Create a key with `gantry keys create` or ask your administrator for one.',
+      });
+    }
+    if (found.account.status === 'suspended') {
+      throw new GantryError('ACCOUNT_SUSPENDED', { details: 'Contact your administrator.' });
+    }
+    this.pending.set(found.key.id, new Date().toISOString());
+    return found;
+  }
+
+  /** Writes the collected last-use times; called on a timer and on shutdown. */
+  flush(): void {
+    if (this.pending.size === 0) return;
+    const batch = this.pending;
+    this.pending = new Map();
+    this.store.touchKeys(batch);
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.flush();
+  }
+}
+
+function readKey(request: FastifyRequest): string | undefined {
+  const header = request.headers['x-api-key'];
+  if (typeof header === 'string' && header.length > 0) return header.trim();
+  const auth = request.headers.authorization;
+  if (typeof auth === 'string' && auth.length > 7 && auth.slice(0, 7).toLowerCase() === 'bearer ') {
+    return auth.slice(7).trim();
+  }
+  return undefined;
+}

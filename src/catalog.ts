@@ -1,0 +1,93 @@
+import type { ModelEntry } from './config/types.js';
+import type { Account } from './store/types.js';
+
+/** The Model fields of spec 2.1 that every list item and get-one carries (schemas only on request). */
+const MODEL_FIELDS = [
+  'name',
+  'description',
+  'namespace',
+  'type',
+  'privacy',
+  'img_url',
+  'vendor',
+  'billable',
+  'pricing',
+  'capabilities',
+  'metadata',
+  'status',
+] as const;
+
+export interface CatalogModel {
+  readonly entry: ModelEntry;
+  /** The public Model object (spec fields + OpenAI's id/object/created/owned_by), built once at start. */
+  readonly view: Readonly<Record<string, unknown>>;
+}
+
+/** The model catalogue: lookups by namespace and per-account visibility, all computed at start. */
+export class Catalog {
+  private readonly byNamespace = new Map<string, CatalogModel>();
+  private readonly ordered: CatalogModel[] = [];
+
+  constructor(models: ModelEntry[], createdAt: number) {
+    for (const entry of models) {
+      const model: CatalogModel = { entry, view: Object.freeze(toView(entry, createdAt)) };
+      this.byNamespace.set(entry.namespace, model);
+      this.ordered.push(model);
+    }
+  }
+
+  /** The model if it exists and the account may use it. */
+  get(namespace: string, account: Account): CatalogModel | undefined {
+    const model = this.byNamespace.get(namespace);
+    return model && isVisible(model.entry, account) ? model : undefined;
+  }
+
+  visibleTo(account: Account): CatalogModel[] {
+    return this.ordered.filter((m) => isVisible(m.entry, account));
+  }
+
+  all(): readonly CatalogModel[] {
+    return this.ordered;
+  }
+}
+
+function isVisible(entry: ModelEntry, account: Account): boolean {
+  return entry.accounts === undefined || entry.accounts.includes(account.name);
+}
+
+function toView(entry: ModelEntry, createdAt: number): Record<string, unknown> {
+  const vendor = entry.vendor ?? { name: 'unknown', slug: 'unknown' };
+  const view: Record<string, unknown> = {
+    id: entry.namespace,
+    object: 'model',
+    created: entry.created ?? createdAt,
+    owned_by: String(vendor.slug ?? 'unknown'),
+  };
+  const defaults: Record<string, unknown> = {
+    description: '',
+    privacy: entry.accounts ? 'private' : 'public',
+    img_url: null,
+    vendor: {
+      name: vendor.name,
+      description: vendor.description ?? '',
+      image_url: vendor.image_url ?? null,
+      verified: vendor.verified ?? false,
+      slug: vendor.slug,
+      metadata: vendor.metadata ?? null,
+    },
+    billable: false,
+    pricing: { amount: 0, currency: 'USD', unit: 'million_token' },
+    capabilities: [],
+    metadata: {
+      edge_compatible: false,
+      openai_compatible: entry.serves.includes('inference'),
+      cold_boot: false,
+    },
+    status: 'operational',
+  };
+  for (const field of MODEL_FIELDS) {
+    const value = field === 'vendor' ? defaults.vendor : (entry[field] ?? defaults[field]);
+    view[field] = value;
+  }
+  return view;
+}

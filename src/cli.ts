@@ -1,0 +1,154 @@
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { buildApp } from './app.js';
+import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
+import { bootstrapAccount, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
+import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
+import type { GantryConfig } from './config/types.js';
+import { SqliteStore } from './store/sqlite.js';
+
+const USAGE = `gantry: OpenAI-compatible inference gateway
+
+usage:
+  gantry serve [--config FILE] [--host HOST] [--port PORT]
+  gantry keys create [--account NAME] [--name KEYNAME] [--config FILE]
+  gantry keys list [--account NAME] [--config FILE]
+  gantry keys revoke KEY_ID [--config FILE]
+  gantry config check [--config FILE]
+
+The configuration is --config, else $GANTRY_CONFIG, else ./config/gantry.yaml, else the embedded default.
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      config: { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      account: { type: 'string' },
+      name: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command, sub, arg] = positionals;
+  if (values.help || command === undefined || command === 'help') {
+    process.stdout.write(USAGE);
+    return command === undefined && !values.help ? 2 : 0;
+  }
+  const env = { ...process.env };
+  if (values.host) env.HOST = values.host;
+  if (values.port) env.PORT = values.port;
+
+  let config: GantryConfig;
+  try {
+    config = loadConfig(resolveConfigPath(values.config, env), env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`gantry: configuration error: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+
+  if (command === 'config' && sub === 'check') {
+    process.stdout.write(
+      `${config.source}: ok (${config.providers.length} providers, ${config.models.length} models, ` +
+        `${config.accounts.length} accounts)\n`,
+    );
+    return 0;
+  }
+  if (command === 'serve') return serve(config, env);
+  if (command === 'keys') return keys(config, sub, arg, values.account, values.name);
+  process.stderr.write(`gantry: unknown command "${positionals.join(' ')}"\n\n${USAGE}`);
+  return 2;
+}
+
+function openStore(config: GantryConfig): SqliteStore {
+  return new SqliteStore(join(config.server.dataDir, 'gantry.db'));
+}
+
+async function serve(config: GantryConfig, env: NodeJS.ProcessEnv): Promise<number> {
+  const store = openStore(config);
+  syncAccounts(store, config);
+  const generated = bootstrapAccount(store, config, env);
+  const { app } = await buildApp(config, store);
+  const address = await app.listen({ host: config.server.host, port: config.server.port });
+  if (generated) {
+    process.stdout.write(
+      `\nCreated account "${DEFAULT_ACCOUNT}" with this API key (shown once, store it now):\n\n  ${generated}\n\n`,
+    );
+  }
+  process.stdout.write(`Gantry listening on ${address}/v1 (config: ${config.source})\n`);
+
+  let closing = false;
+  const shutdown = async (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down');
+    await app.close();
+    store.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  return new Promise<number>(() => undefined);
+}
+
+function keys(
+  config: GantryConfig,
+  sub: string | undefined,
+  arg: string | undefined,
+  accountName: string | undefined,
+  keyName: string | undefined,
+): number {
+  const store = openStore(config);
+  try {
+    syncAccounts(store, config);
+    switch (sub) {
+      case 'create': {
+        const name = accountName ?? DEFAULT_ACCOUNT;
+        const tier = Object.keys(config.tiers)[0] ?? 'default';
+        const account = store.getAccountByName(name) ?? store.upsertAccount(name, tier, 'active');
+        const key = generateKey();
+        const record = store.addKey(account.id, keyName ?? 'cli', hashKey(key), keyPrefix(key));
+        process.stdout.write(`${key}\n`);
+        process.stderr.write(`key ${record.id} "${record.name}" for account "${name}" (shown once)\n`);
+        return 0;
+      }
+      case 'list': {
+        const account = accountName ? store.getAccountByName(accountName) : undefined;
+        if (accountName && !account) {
+          process.stderr.write(`gantry: no account "${accountName}"\n`);
+          return 1;
+        }
+        for (const k of store.listKeys(account?.id)) {
+          const state = k.revokedAt ? `revoked ${k.revokedAt}` : 'active';
+          const owner = store.getAccount(k.accountId)?.name ?? k.accountId;
+          process.stdout.write(
+            `${k.id}\t${owner}\t${k.name}\t${k.prefix}\t${state}\tlast used ${k.lastUsedAt ?? 'never'}\n`,
+          );
+        }
+        return 0;
+      }
+      case 'revoke': {
+        if (!arg) {
+          process.stderr.write('gantry: keys revoke needs a KEY_ID (see gantry keys list)\n');
+          return 2;
+        }
+        if (!store.revokeKey(arg)) {
+          process.stderr.write(`gantry: no active key ${arg}\n`);
+          return 1;
+        }
+        process.stdout.write(`revoked ${arg}\n`);
+        return 0;
+      }
+      default:
+        process.stderr.write(`gantry: keys needs create, list or revoke\n\n${USAGE}`);
+        return 2;
+    }
+  } finally {
+    store.close();
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * JSON Schema of the YAML configuration file. ajv checks the file against it at start, so every mistake is
+ * reported with its path before Gantry binds a port.
+ */
+
+const timeouts = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    connect_ms: { type: 'integer', minimum: 1 },
+    first_byte_ms: { type: 'integer', minimum: 1 },
+    idle_ms: { type: 'integer', minimum: 1 },
+    total_ms: { type: 'integer', minimum: 1 },
+  },
+};
+
+const provider = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind'],
+  properties: {
+    kind: { enum: ['openai', 'anthropic', 'local'] },
+    base_url: { type: 'string', pattern: '^https?://' },
+    api_key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+    timeouts,
+    max_connections: { type: 'integer', minimum: 1, maximum: 4096 },
+    supports_responses: { type: 'boolean' },
+    headers: { type: 'object', additionalProperties: { type: 'string' } },
+    embedding_dimensions: { type: 'integer', minimum: 1, maximum: 8192 },
+    chunk_delay_ms: { type: 'integer', minimum: 0 },
+  },
+  allOf: [
+    {
+      if: { properties: { kind: { enum: ['openai'] } } },
+      // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
+      then: { required: ['base_url'] },
+    },
+  ],
+};
+
+const vendor = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name', 'slug'],
+  properties: {
+    name: { type: 'string' },
+    description: { type: 'string' },
+    image_url: { type: ['string', 'null'] },
+    verified: { type: 'boolean' },
+    slug: { type: 'string' },
+    metadata: { type: ['object', 'null'] },
+  },
+};
+
+const pricing = {
+  type: 'object',
+  required: ['amount', 'currency', 'unit'],
+  properties: {
+    amount: { type: 'number', minimum: 0 },
+    currency: { type: 'string' },
+    unit: { type: 'string' },
+    criterias: { type: 'array', items: { type: 'object' } },
+    formula: { type: 'object' },
+  },
+};
+
+const route = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['provider'],
+  properties: {
+    provider: { type: 'string' },
+    model: { type: 'string', minLength: 1 },
+  },
+};
+
+const model = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['namespace', 'name', 'type', 'routes'],
+  properties: {
+    namespace: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9._:/-]*$' },
+    name: { type: 'string' },
+    description: { type: 'string' },
+    type: { type: 'string' },
+    privacy: { type: 'string' },
+    img_url: { type: ['string', 'null'] },
+    vendor,
+    billable: { type: 'boolean' },
+    pricing,
+    capabilities: { type: 'array', items: { type: 'string' } },
+    metadata: { type: 'object' },
+    status: { enum: ['operational', 'degraded', 'offline'] },
+    input_schema: { type: 'object' },
+    output_schema: { type: 'object' },
+    created: { type: 'integer', minimum: 0 },
+    serves: { type: 'array', minItems: 1, items: { enum: ['inference', 'predictions'] } },
+    apis: { type: 'array', items: { enum: ['chat', 'responses', 'embeddings', 'other'] } },
+    routes: { type: 'array', minItems: 1, items: route },
+    defaults: { type: 'object' },
+    accounts: { type: 'array', items: { type: 'string' } },
+  },
+};
+
+const account = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['name'],
+  properties: {
+    name: { type: 'string', minLength: 1 },
+    tier: { type: 'string' },
+    status: { enum: ['active', 'suspended'] },
+    keys: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['name', 'key_env'],
+        properties: {
+          name: { type: 'string', minLength: 1 },
+          key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+        },
+      },
+    },
+  },
+};
+
+export const configSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    server: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        host: { type: 'string' },
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        data_dir: { type: 'string' },
+        body_limit_bytes: { type: 'integer', minimum: 1024 },
+        log_level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
+        public_url: { type: 'string', pattern: '^https?://' },
+      },
+    },
+    provider_defaults: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { timeouts, max_connections: { type: 'integer', minimum: 1 } },
+    },
+    providers: { type: 'object', additionalProperties: provider },
+    models: { type: 'array', items: model },
+    tiers: { type: 'object', additionalProperties: { type: 'object' } },
+    accounts: { type: 'array', items: account },
+  },
+} as const;

@@ -1,0 +1,63 @@
+import type { ProviderConfig } from '../../providers/types.js';
+
+export type Api = 'chat' | 'responses' | 'embeddings' | 'other';
+
+export interface ModelRoute {
+  provider: string;
+  /** The model name the upstream knows; defaults to the namespace. */
+  model: string;
+}
+
+/** One catalog entry: the Model fields of spec 2.1 as the config gives them, plus routing. */
+export interface ModelEntry {
+  namespace: string;
+  name: string;
+  description?: string;
+  type: string;
+  privacy?: string;
+  img_url?: string | null;
+  vendor?: Record<string, unknown>;
+  billable?: boolean;
+  pricing?: Record<string, unknown>;
+  capabilities?: string[];
+  metadata?: Record<string, unknown>;
+  status?: 'operational' | 'degraded' | 'offline';
+  input_schema?: Record<string, unknown>;
+  output_schema?: Record<string, unknown>;
+  created?: number;
+  serves: Array<'inference' | 'predictions'>;
+  apis: Api[];
+  routes: ModelRoute[];
+  /** Request defaults merged into inference bodies where the client left the field out. */
+  defaults: Record<string, unknown>;
+  /** When set, only these accounts see and use the model. */
+  accounts?: string[];
+}
+
+export interface AccountEntry {
+  name: string;
+  tier: string;
+  status: 'active' | 'suspended';
+  /** Keys whose value comes from the environment; stored hashed at start. */
+  keys: Array<{ name: string; key: string }>;
+}
+
+export interface ServerSettings {
+  host: string;
+  port: number;
+  dataDir: string;
+  bodyLimitBytes: number;
+  logLevel: string;
+  /** Base of absolute URLs Gantry hands out; defaults to http://host:port. */
+  publicUrl: string | undefined;
+}
+
+export interface GantryConfig {
+  /** Where the configuration came from, for messages. */
+  source: string;
+  server: ServerSettings;
+  providers: ProviderConfig[];
+  models: ModelEntry[];
+  tiers: Record<string, Record<string, unknown>>;
+  accounts: AccountEntry[];
+}

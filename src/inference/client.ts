@@ -1,0 +1,14 @@
+import type { FastifyReply } from 'fastify';
+
+/**
+ * An AbortSignal that fires the moment the client's connection closes before the reply was fully sent,
+ * so the upstream call is cancelled at once instead of running on for nobody.
+ */
+export function clientGoneSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  const res = reply.raw;
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}

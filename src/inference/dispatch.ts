@@ -1,0 +1,124 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type {
+  CallContext,
+  InferenceProvider,
+  JsonObject,
+  ProviderResult,
+  SseEvent,
+} from '../../providers/types.js';
+import { UpstreamError } from '../../providers/upstream-error.js';
+import type { Gantry } from '../app.js';
+import type { CatalogModel } from '../catalog.js';
+import { GantryError } from '../errors.js';
+import { fromUpstream } from './upstream-errors.js';
+
+export type ProviderCall = (
+  provider: InferenceProvider,
+  body: JsonObject,
+  ctx: CallContext,
+) => Promise<ProviderResult>;
+
+export interface Dispatched {
+  result: ProviderResult;
+  provider: InferenceProvider;
+  upstreamModel: string;
+}
+
+export interface DispatchOptions {
+  /** Events that may come before the upstream commits to an answer (held back so a fallback stays possible). */
+  isPreamble?: (event: SseEvent) => boolean;
+  /** Only providers that have this capability are tried (e.g. native Responses). */
+  accepts?: (provider: InferenceProvider) => boolean;
+  log: FastifyBaseLogger;
+}
+
+/**
+ * Tries the model's providers in order. A connect error, a timeout, a 429 or a 5xx before anything was
+ * sent to the client moves on to the next; a stream counts as started only at its first real event.
+ */
+export async function dispatch(
+  gantry: Gantry,
+  model: CatalogModel,
+  body: JsonObject,
+  call: ProviderCall,
+  clientSignal: AbortSignal,
+  requestId: string,
+  options: DispatchOptions,
+): Promise<Dispatched> {
+  let lastError: UpstreamError | undefined;
+  for (const route of model.entry.routes) {
+    const provider = gantry.providers.get(route.provider);
+    if (!provider || (options.accepts && !options.accepts(provider))) continue;
+    // Each attempt gets its own signal so a failed attempt's connection is released at once.
+    const attempt = new AbortController();
+    const ctx: CallContext = { signal: AbortSignal.any([clientSignal, attempt.signal]), requestId };
+    try {
+      const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
+      let result = await call(provider, upstreamBody, ctx);
+      if (result.kind === 'stream')
+        result = { kind: 'stream', events: await holdPreamble(result.events, options.isPreamble) };
+      return { result, provider, upstreamModel: route.model };
+    } catch (err) {
+      attempt.abort();
+      if (!(err instanceof UpstreamError)) throw err;
+      if (err.failure === 'aborted' || clientSignal.aborted) throw fromUpstream(err);
+      options.log.warn(
+        { provider: provider.name, failure: err.failure, status: err.status, msg2: err.message },
+        'upstream failed',
+      );
+      lastError = err;
+      if (!err.retryable) break;
+    }
+  }
+  if (lastError) throw fromUpstream(lastError);
+  throw new GantryError('MODEL_UNAVAILABLE', {
+    message: `No provider is configured to serve ${model.entry.namespace}`,
+  });
+}
+
+/**
+ * Reads the stream up to its first event that is not preamble, so that an upstream failing right after
+ * its preamble still allows a fallback. Returns a stream that replays what was held.
+ */
+async function holdPreamble(
+  events: AsyncIterable<SseEvent>,
+  isPreamble: ((event: SseEvent) => boolean) | undefined,
+): Promise<AsyncIterable<SseEvent>> {
+  const it = events[Symbol.asyncIterator]();
+  const held: SseEvent[] = [];
+  let ended = false;
+  try {
+    for (;;) {
+      const next = await it.next();
+      if (next.done) {
+        ended = true;
+        break;
+      }
+      held.push(next.value);
+      if (!isPreamble?.(next.value)) break;
+    }
+  } catch (err) {
+    await it.return?.();
+    throw err;
+  }
+  return replay(held, it, ended);
+}
+
+async function* replay(
+  held: SseEvent[],
+  it: AsyncIterator<SseEvent>,
+  ended: boolean,
+): AsyncGenerator<SseEvent> {
+  try {
+    yield* held;
+    if (ended) return;
+    for (;;) {
+      const next = await it.next();
+      if (next.done) return;
+      yield next.value;
+    }
+  } finally {
+    // The consumer stopped early (client gone): let the provider release its upstream connection.
+    if (!ended) await it.return?.();
+  }
+}

@@ -1,0 +1,17 @@
+import type { SseEvent } from '../../providers/types.js';
+
+/**
+ * Events an upstream sends before it has committed to an answer. They are held back until the first real
+ * event, so an upstream that fails right after its preamble can still be replaced by the next provider.
+ * Checked on the text, not parsed: this runs on the streaming hot path.
+ */
+export function isRoleOnlyChunk(event: SseEvent): boolean {
+  const d = event.data;
+  return d.includes('"role"') && !/"content":"[^"]/.test(d) && !d.includes('"finish_reason":"');
+}
+
+const RESPONSES_PREAMBLE = new Set(['response.created', 'response.in_progress']);
+
+export function isResponsesPreamble(event: SseEvent): boolean {
+  return event.event !== undefined && RESPONSES_PREAMBLE.has(event.event);
+}

@@ -1,0 +1,53 @@
+import type { FastifyRequest } from 'fastify';
+import type { Gantry } from '../app.js';
+import type { Principal } from '../auth/authenticate.js';
+import type { CatalogModel } from '../catalog.js';
+import type { Api } from '../config/types.js';
+import { GantryError } from '../errors.js';
+
+const API_PATHS: Record<Api, string> = {
+  chat: '/v1/chat/completions',
+  responses: '/v1/responses',
+  embeddings: '/v1/embeddings',
+  other: 'this endpoint',
+};
+
+export function principalOf(request: FastifyRequest): Principal {
+  if (!request.principal) throw new GantryError('UNAUTHORIZED');
+  return request.principal;
+}
+
+/** The catalogue entry for an inference call, or the error that says why the model cannot serve it. */
+export function resolveInferenceModel(
+  gantry: Gantry,
+  request: FastifyRequest,
+  name: string,
+  api: Api,
+): CatalogModel {
+  const model = gantry.catalog.get(name, principalOf(request).account);
+  if (!model) {
+    throw new GantryError('MODEL_NOT_FOUND', {
+      message: `The model ${name} does not exist or your key may not use it`,
+      param: 'model',
+      details: 'GET /v1/models lists the models your key may use.',
+    });
+  }
+  const entry = model.entry;
+  if (!entry.serves.includes('inference')) {
+    throw new GantryError('MODEL_NOT_SUPPORTED', {
+      message: `The model ${name} is served by the Predictions API, not by ${API_PATHS[api]}`,
+      param: 'model',
+      details: 'Create a prediction with POST /v1/predictions instead.',
+    });
+  }
+  if (!entry.apis.includes(api)) {
+    throw new GantryError('MODEL_NOT_SUPPORTED', {
+      message: `The model ${name} does not serve ${API_PATHS[api]}`,
+      param: 'model',
+    });
+  }
+  if (entry.status === 'offline') {
+    throw new GantryError('MODEL_NOT_ACTIVE', { message: `The model ${name} is offline`, param: 'model' });
+  }
+  return model;
+}

@@ -1,0 +1,66 @@
+/**
+ * The Responses API bridged onto chat completions, for upstreams that do not speak it: request
+ * validation, the chat body, and the Response objects and events built from chat answers. Pure: the
+ * route owns ids, history and I/O.
+ */
+import type { JsonObject } from '../../providers/types.js';
+import { messageItem, newMessageId, outcomeOf, responseObject, responseUsage } from './response.js';
+import { type ChatMessage, isObject, type ResponseMeta } from './types.js';
+import { inputMessages, passthroughParams } from './validate.js';
+
+export { chatStreamToResponseEvents } from './stream.js';
+export type { ChatMessage, ResponseMeta } from './types.js';
+export { type ValidateOptions, validateResponsesRequest } from './validate.js';
+
+/** Responses parameters that chat completions takes under the same name and meaning. */
+const SAME_NAME = [
+  'temperature',
+  'top_p',
+  'user',
+  'safety_identifier',
+  'prompt_cache_key',
+  'prompt_cache_retention',
+];
+
+/**
+ * The chat body for a validated request, and the conversation to remember: `previous` (the history of
+ * previous_response_id) plus this request's input. Instructions go to the chat body only: OpenAI does not
+ * carry a response's instructions over to the next one.
+ */
+export function responsesToChat(
+  req: JsonObject,
+  previous: ChatMessage[],
+): { chatBody: JsonObject; conversation: ChatMessage[] } {
+  const conversation = [...previous, ...inputMessages(req.input)];
+  const instructions =
+    typeof req.instructions === 'string' && req.instructions !== '' ? req.instructions : null;
+  const messages: ChatMessage[] = instructions
+    ? [{ role: 'system', content: instructions }, ...conversation]
+    : conversation;
+  const chatBody: JsonObject = { ...passthroughParams(req), model: req.model, messages };
+  if (typeof req.max_output_tokens === 'number') chatBody.max_tokens = req.max_output_tokens;
+  for (const name of SAME_NAME) {
+    if (req[name] !== undefined && req[name] !== null) chatBody[name] = req[name];
+  }
+  if (req.stream === true) {
+    chatBody.stream = true;
+    // The final Response reports usage, so ask for it whether or not the client would have.
+    chatBody.stream_options = { include_usage: true };
+  }
+  return { chatBody, conversation };
+}
+
+/** A non-streamed chat.completion → the Response object. */
+export function chatCompletionToResponse(completion: JsonObject, meta: ResponseMeta): JsonObject {
+  const choices = Array.isArray(completion.choices) ? completion.choices : [];
+  const choice: unknown = choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0) ?? choices[0];
+  const message = isObject(choice) && isObject(choice.message) ? choice.message : {};
+  const text = typeof message.content === 'string' ? message.content : '';
+  const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
+  return responseObject(meta, {
+    status: outcome.status,
+    ...(outcome.reason ? { reason: outcome.reason } : {}),
+    output: [messageItem(newMessageId(), outcome.status, text)],
+    usage: responseUsage(completion.usage),
+  });
+}

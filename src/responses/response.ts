@@ -1,0 +1,126 @@
+import { randomBytes } from 'node:crypto';
+import type { JsonObject } from '../../providers/types.js';
+import { isObject, type ResponseMeta } from './types.js';
+
+export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
+
+/** How a chat finish_reason ends a Response. */
+export interface Outcome {
+  status: 'completed' | 'incomplete';
+  /** Set when status is incomplete: OpenAI's incomplete_details.reason. */
+  reason?: 'max_output_tokens' | 'content_filter';
+}
+
+export function outcomeOf(finishReason: unknown): Outcome {
+  if (finishReason === 'length') return { status: 'incomplete', reason: 'max_output_tokens' };
+  if (finishReason === 'content_filter') return { status: 'incomplete', reason: 'content_filter' };
+  // stop, tool_calls (never asked for) or none at all: the answer is whole.
+  return { status: 'completed' };
+}
+
+/** `msg_` and 48 hex digits, the shape of OpenAI's item ids (and of the route's `resp_` ids). */
+export function newMessageId(): string {
+  return `msg_${randomBytes(24).toString('hex')}`;
+}
+
+export function textPart(text: string): JsonObject {
+  return { type: 'output_text', annotations: [], logprobs: [], text };
+}
+
+/** The assistant message item; `text` undefined gives the empty item OpenAI announces before any part. */
+export function messageItem(id: string, status: ItemStatus, text?: string): JsonObject {
+  return {
+    id,
+    type: 'message',
+    status,
+    content: text === undefined ? [] : [textPart(text)],
+    role: 'assistant',
+  };
+}
+
+/** Chat usage → Responses usage; undefined when the upstream reported none (rather than invented zeros). */
+export function responseUsage(usage: unknown): JsonObject | undefined {
+  if (!isObject(usage)) return undefined;
+  const input = count(usage.prompt_tokens);
+  const output = count(usage.completion_tokens);
+  const promptDetails = isObject(usage.prompt_tokens_details) ? usage.prompt_tokens_details : {};
+  const completionDetails = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : {};
+  return {
+    input_tokens: input,
+    input_tokens_details: {
+      cached_tokens: count(promptDetails.cached_tokens),
+      cache_write_tokens: count(promptDetails.cache_write_tokens),
+    },
+    output_tokens: output,
+    output_tokens_details: { reasoning_tokens: count(completionDetails.reasoning_tokens) },
+    total_tokens: typeof usage.total_tokens === 'number' ? count(usage.total_tokens) : input + output,
+  };
+}
+
+function count(v: unknown): number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : 0;
+}
+
+export interface ResponseState {
+  status: ItemStatus;
+  reason?: Outcome['reason'];
+  output: JsonObject[];
+  usage?: JsonObject | undefined;
+}
+
+/** The text of every output_text part, joined as the SDKs build their `output_text`. */
+function outputText(output: JsonObject[]): string {
+  let text = '';
+  for (const item of output) {
+    if (item.type !== 'message' || !Array.isArray(item.content)) continue;
+    for (const part of item.content) {
+      if (isObject(part) && part.type === 'output_text' && typeof part.text === 'string') text += part.text;
+    }
+  }
+  return text;
+}
+
+const orNull = (v: unknown): unknown => v ?? null;
+
+/**
+ * A Response object with every field OpenAI sends, the request's settings echoed back. Fields this
+ * bridge never varies (tools, text format, truncation, reasoning) show the only values it accepts.
+ */
+export function responseObject(meta: ResponseMeta, state: ResponseState): JsonObject {
+  const req = meta.request;
+  const response: JsonObject = {
+    id: meta.id,
+    object: 'response',
+    created_at: meta.createdAt,
+    status: state.status,
+    background: false,
+    completed_at: state.status === 'completed' ? Math.floor(Date.now() / 1000) : null,
+    error: null,
+    incomplete_details: state.reason ? { reason: state.reason } : null,
+    instructions: orNull(req.instructions),
+    max_output_tokens: orNull(req.max_output_tokens),
+    max_tool_calls: orNull(req.max_tool_calls),
+    model: meta.model,
+    output: state.output,
+    output_text: outputText(state.output),
+    parallel_tool_calls: req.parallel_tool_calls ?? true,
+    previous_response_id: orNull(req.previous_response_id),
+    prompt_cache_key: orNull(req.prompt_cache_key),
+    reasoning: { effort: null, summary: null },
+    safety_identifier: orNull(req.safety_identifier),
+    store: req.store ?? true,
+    temperature: orNull(req.temperature),
+    text: { format: { type: 'text' }, verbosity: 'medium' },
+    tool_choice: req.tool_choice ?? 'auto',
+    tools: [],
+    top_logprobs: 0,
+    top_p: orNull(req.top_p),
+    truncation: 'disabled',
+    metadata: req.metadata ?? {},
+  };
+  // OpenAI sends `usage: null` and `user: null` while in progress, but its published schema allows
+  // neither null: leave them out until there is a value.
+  if (state.usage) response.usage = state.usage;
+  if (typeof req.user === 'string') response.user = req.user;
+  return response;
+}

@@ -1,0 +1,30 @@
+import type { FastifyInstance } from 'fastify';
+import type { JsonObject } from '../../providers/types.js';
+import type { Gantry } from '../app.js';
+import { rejectOtherMethods } from '../error-handler.js';
+import { clientGoneSignal } from '../inference/client.js';
+import { dispatch } from '../inference/dispatch.js';
+import { renameModel } from '../inference/rename.js';
+import { resolveInferenceModel } from '../inference/resolve.js';
+import { applyDefaults, validateEmbeddings } from '../inference/validate.js';
+
+/** POST /v1/embeddings (spec 4.11). */
+export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): void {
+  app.post('/v1/embeddings', async (request, reply) => {
+    const body = validateEmbeddings(request.body);
+    const requested = body.model as string;
+    const model = resolveInferenceModel(gantry, request, requested, 'embeddings');
+    const { result } = await dispatch(
+      gantry,
+      model,
+      applyDefaults(body, model.entry.defaults),
+      (provider, b, ctx) => provider.embeddings(b, ctx),
+      clientGoneSignal(reply),
+      String(request.id),
+      { log: request.log },
+    );
+    if (result.kind !== 'json') throw new Error('an embeddings provider returned a stream');
+    return renameModel(result.body as JsonObject, requested);
+  });
+  rejectOtherMethods(app, '/v1/embeddings', ['POST']);
+}

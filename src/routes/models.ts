@@ -1,0 +1,106 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Gantry } from '../app.js';
+import type { Principal } from '../auth/authenticate.js';
+import type { CatalogModel } from '../catalog.js';
+import { rejectOtherMethods } from '../error-handler.js';
+import { GantryError, invalidParameter } from '../errors.js';
+
+const DEFAULT_PAGE_SIZE = 10;
+const MAX_PAGE_SIZE = 100;
+const SCHEMA_FIELDS = new Set(['input_schema', 'output_schema']);
+const STATUSES = new Set(['operational', 'degraded', 'offline']);
+
+type Query = Record<string, string | undefined>;
+
+/** GET /v1/models and GET /v1/models/{slug} (spec 4.1, 4.2), shaped for spec clients and the OpenAI SDK. */
+export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void {
+  app.get('/v1/models', async (request) => {
+    const query = request.query as Query;
+    const { offset, limit } = readPage(query);
+    const models = gantry.catalog.visibleTo(principal(request).account).filter(matches(query));
+    const items = models.slice(offset, offset + limit).map((m) => m.view);
+    return { object: 'list', data: items, models: items, has_more: offset + limit < models.length };
+  });
+  rejectOtherMethods(app, '/v1/models', ['GET']);
+
+  // Slugs contain `/` (vendor/model), so the rest of the path is the slug, encoded or not.
+  app.get('/v1/models/*', async (request) => {
+    const raw = (request.params as { '*': string })['*'];
+    const slug = safeDecode(raw);
+    const model = gantry.catalog.get(slug, principal(request).account);
+    if (!model) {
+      throw new GantryError('MODEL_NOT_FOUND', {
+        message: `Model ${slug} not found`,
+        details: 'GET /v1/models lists the models your key may use.',
+      });
+    }
+    return withFields(model, (request.query as Query).fields);
+  });
+  rejectOtherMethods(app, '/v1/models/*', ['GET']);
+}
+
+function principal(request: FastifyRequest): Principal {
+  if (!request.principal) throw new GantryError('UNAUTHORIZED');
+  return request.principal;
+}
+
+function readPage(query: Query): { offset: number; limit: number } {
+  if (query.page !== undefined || query.per_page !== undefined) {
+    const perPage = readInt(query, 'per_page', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE);
+    const page = readInt(query, 'page', 1, 1, Number.MAX_SAFE_INTEGER);
+    return { offset: (page - 1) * perPage, limit: perPage };
+  }
+  return {
+    offset: readInt(query, 'offset', 0, 0, Number.MAX_SAFE_INTEGER),
+    limit: readInt(query, 'limit', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE),
+  };
+}
+
+function readInt(query: Query, name: string, fallback: number, min: number, max: number): number {
+  const raw = query[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw invalidParameter(name, `${name} must be an integer from ${min} to ${max}`);
+  }
+  return value;
+}
+
+function matches(query: Query): (m: CatalogModel) => boolean {
+  const { vendor, type, status } = query;
+  if (status !== undefined && !STATUSES.has(status)) {
+    throw invalidParameter('status', 'status must be one of operational, degraded, offline');
+  }
+  const vendorLower = vendor?.toLowerCase();
+  return (m) => {
+    const view = m.view;
+    if (type !== undefined && view.type !== type) return false;
+    if (status !== undefined && view.status !== status) return false;
+    if (vendorLower !== undefined) {
+      const v = view.vendor as { slug?: string; name?: string };
+      if (v.slug?.toLowerCase() !== vendorLower && v.name?.toLowerCase() !== vendorLower) return false;
+    }
+    return true;
+  };
+}
+
+function withFields(model: CatalogModel, fields: string | undefined): Record<string, unknown> {
+  if (!fields) return model.view;
+  const extra: Record<string, unknown> = {};
+  for (const field of fields.split(',').map((f) => f.trim())) {
+    if (field === '') continue;
+    if (!SCHEMA_FIELDS.has(field)) {
+      throw invalidParameter('fields', `fields may list input_schema and output_schema, not "${field}"`);
+    }
+    extra[field] = model.entry[field as 'input_schema' | 'output_schema'] ?? {};
+  }
+  return { ...model.view, ...extra };
+}
+
+function safeDecode(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    throw invalidParameter('slug', 'the model slug is not validly URL-encoded');
+  }
+}

@@ -1,0 +1,163 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { InferenceProvider, JsonObject, SseEvent } from '../../providers/types.js';
+import type { Gantry } from '../app.js';
+import type { CatalogModel } from '../catalog.js';
+import { rejectOtherMethods } from '../error-handler.js';
+import { GantryError } from '../errors.js';
+import { clientGoneSignal } from '../inference/client.js';
+import { dispatch } from '../inference/dispatch.js';
+import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
+import { renameModel, renameModelInEvent } from '../inference/rename.js';
+import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
+import { sendStream } from '../inference/stream-reply.js';
+import { applyDefaults } from '../inference/validate.js';
+import {
+  type ChatMessage,
+  chatCompletionToResponse,
+  chatStreamToResponseEvents,
+  type ResponseMeta,
+  responsesToChat,
+  validateResponsesRequest,
+} from '../responses/bridge.js';
+
+const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
+
+/**
+ * POST /v1/responses (spec 4.10). Passed through where every provider of the model speaks the Responses
+ * API; otherwise bridged onto chat completions, with `previous_response_id` served from Gantry's history.
+ */
+export function registerResponsesRoutes(app: FastifyInstance, gantry: Gantry): void {
+  app.post('/v1/responses', async (request, reply) => {
+    const req = validateResponsesRequest(request.body, { bridged: false });
+    const requested = req.model as string;
+    const model = resolveInferenceModel(gantry, request, requested, 'responses');
+    const native = model.entry.routes.every((r) => {
+      const provider = gantry.providers.get(r.provider);
+      return provider !== undefined && hasNativeResponses(provider);
+    });
+    return native
+      ? passThrough(gantry, model, req, request, reply)
+      : bridge(gantry, model, req, request, reply);
+  });
+  rejectOtherMethods(app, '/v1/responses', ['POST']);
+
+  app.get('/v1/responses/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    const stored = gantry.store.getResponse(id, principalOf(request).account.id);
+    if (!stored) throw responseNotFound(id, 'id');
+    return stored.response;
+  });
+}
+
+async function passThrough(
+  gantry: Gantry,
+  model: CatalogModel,
+  req: JsonObject,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<JsonObject | undefined> {
+  const requested = req.model as string;
+  const { result, upstreamModel } = await dispatch(
+    gantry,
+    model,
+    applyDefaults(req, responsesDefaults(model.entry.defaults)),
+    (provider, b, ctx) => (provider.responses as NonNullable<InferenceProvider['responses']>)(b, ctx),
+    clientGoneSignal(reply),
+    String(request.id),
+    { isPreamble: isResponsesPreamble, accepts: hasNativeResponses, log: request.log },
+  );
+  if (result.kind === 'json') return renameModel(result.body, requested);
+  await sendStream(request, reply, result.events, {
+    writeDone: false,
+    errorEvent: responsesErrorEvent,
+    ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
+  });
+  return undefined;
+}
+
+async function bridge(
+  gantry: Gantry,
+  model: CatalogModel,
+  req: JsonObject,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<JsonObject | undefined> {
+  validateResponsesRequest(req);
+  const account = principalOf(request).account;
+  let previous: ChatMessage[] = [];
+  if (typeof req.previous_response_id === 'string') {
+    const stored = gantry.store.getResponse(req.previous_response_id, account.id);
+    if (!stored) throw responseNotFound(req.previous_response_id, 'previous_response_id');
+    previous = stored.conversation as ChatMessage[];
+  }
+  const { chatBody, conversation } = responsesToChat(req, previous);
+  const meta: ResponseMeta = {
+    id: `resp_${randomBytes(24).toString('hex')}`,
+    model: req.model as string,
+    createdAt: Math.floor(Date.now() / 1000),
+    request: req,
+  };
+  const remember = (response: JsonObject) => {
+    if (req.store === false) return;
+    const text = typeof response.output_text === 'string' ? response.output_text : '';
+    gantry.store.putResponse({
+      id: meta.id,
+      accountId: account.id,
+      model: meta.model,
+      createdAt: meta.createdAt,
+      conversation: [...conversation, { role: 'assistant', content: text }],
+      response,
+    });
+  };
+
+  const { result } = await dispatch(
+    gantry,
+    model,
+    applyDefaults(chatBody, model.entry.defaults),
+    (provider, b, ctx) => provider.chat(b, ctx),
+    clientGoneSignal(reply),
+    String(request.id),
+    { isPreamble: isRoleOnlyChunk, log: request.log },
+  );
+  if (result.kind === 'json') {
+    const response = chatCompletionToResponse(result.body, meta);
+    remember(response);
+    return response;
+  }
+  const events = chatStreamToResponseEvents(result.events, meta, remember);
+  await sendStream(request, reply, events, { writeDone: false, errorEvent: responsesErrorEvent });
+  return undefined;
+}
+
+/** Responses streams report failures as an `error` event; the `error` member makes the SDKs throw. */
+function responsesErrorEvent(err: GantryError, eventsWritten: number): SseEvent {
+  const body = {
+    type: 'error',
+    code: err.errorId.toLowerCase(),
+    message: err.message,
+    param: err.param,
+    sequence_number: eventsWritten,
+    error: {
+      message: err.message,
+      type: err.type,
+      param: err.param,
+      code: err.errorId.toLowerCase(),
+      error_id: err.errorId,
+    },
+  };
+  return { event: 'error', data: JSON.stringify(body) };
+}
+
+function responsesDefaults(defaults: Record<string, unknown>): Record<string, unknown> {
+  const { max_tokens, ...rest } = defaults;
+  return max_tokens === undefined ? rest : { ...rest, max_output_tokens: max_tokens };
+}
+
+function responseNotFound(id: string, param: string): GantryError {
+  return new GantryError('RESPONSE_NOT_FOUND', {
+    message: `No response with id ${id}`,
+    param,
+    details: 'Responses are kept only for the account that created them, and not when store was false.',
+  });
+}

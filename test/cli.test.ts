@@ -1,0 +1,118 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import OpenAI from 'openai';
+import { afterEach, describe, expect, it } from 'vitest';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+const children: ChildProcess[] = [];
+
+// Runs the TypeScript entry directly; tsx is resolved from the repo, since the tests run in temp folders.
+const TSX = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+
+function gantryArgs(args: string[]): string[] {
+  return ['--import', TSX, join(ROOT, 'src/main.ts'), ...args];
+}
+
+/** Runs `gantry ARGS` to completion in a temp folder (so ./config/gantry.yaml there does not exist). */
+function run(args: string[], env: NodeJS.ProcessEnv, cwd: string) {
+  const res = spawnSync(process.execPath, gantryArgs(args), {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+  });
+  return { code: res.status, stdout: res.stdout, stderr: res.stderr };
+}
+
+/** Starts `gantry serve` and resolves with its printed address and first output once it listens. */
+function serve(env: NodeJS.ProcessEnv, cwd: string): Promise<{ baseURL: string; output: string }> {
+  const child = spawn(process.execPath, gantryArgs(['serve']), {
+    cwd,
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'warn', ...env },
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Gantry listening on (\S+)/.exec(output);
+      if (match?.[1]) resolve({ baseURL: match[1], output });
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.on('exit', (code) => reject(new Error(`gantry exited with ${code}: ${output}`)));
+  });
+}
+
+afterEach(() => {
+  for (const child of children.splice(0)) child.kill('SIGTERM');
+});
+
+describe('the gantry command', () => {
+  it('serves the embedded default and prints a first key once', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const dataDir = join(cwd, 'data');
+    const first = await serve({ GANTRY_DATA_DIR: dataDir }, cwd);
+    const key = /\n {2}(gty_\S+)\n/.exec(first.output)?.[1];
+    expect(key).toBeDefined();
+    const client = new OpenAI({ baseURL: first.baseURL, apiKey: key, maxRetries: 0 });
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual(['gantry/local-chat', 'gantry/local-embed']);
+    for (const child of children.splice(0)) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+
+    // A restart on the same data prints no new key, and the first key still works.
+    const second = await serve({ GANTRY_DATA_DIR: dataDir }, cwd);
+    expect(second.output).not.toMatch(/gty_/);
+    const again = new OpenAI({ baseURL: second.baseURL, apiKey: key, maxRetries: 0 });
+    expect((await again.models.list()).data.length).toBe(2);
+  });
+
+  it('uses GANTRY_BOOTSTRAP_KEY as the first key', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const started = await serve(
+      { GANTRY_DATA_DIR: join(cwd, 'data'), GANTRY_BOOTSTRAP_KEY: 'gty_chosen-by-script' },
+      cwd,
+    );
+    expect(started.output).not.toMatch(/gty_/);
+    const client = new OpenAI({ baseURL: started.baseURL, apiKey: 'gty_chosen-by-script', maxRetries: 0 });
+    expect((await client.models.list()).data.length).toBe(2);
+  });
+
+  it('creates, lists and revokes keys', () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const env = { GANTRY_DATA_DIR: join(cwd, 'data') };
+    const created = run(['keys', 'create', '--account', 'acme', '--name', 'ci'], env, cwd);
+    expect(created.code).toBe(0);
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^gty_[A-Za-z0-9_-]{40,}$/);
+    const listed = run(['keys', 'list', '--account', 'acme'], env, cwd);
+    expect(listed.stdout).toMatch(/\tacme\tci\tgty_.{6}…\tactive\tlast used never/);
+    expect(listed.stdout).not.toContain(key);
+    const id = listed.stdout.split('\t')[0] ?? '';
+    expect(run(['keys', 'revoke', id], env, cwd).code).toBe(0);
+    expect(run(['keys', 'list'], env, cwd).stdout).toMatch(/\trevoked /);
+    expect(run(['keys', 'revoke', id], env, cwd).code).toBe(1);
+  });
+
+  it('config check accepts a good file and names the problem in a bad one', () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const ok = run(['config', 'check'], {}, cwd);
+    expect(ok.code).toBe(0);
+    expect(ok.stdout).toMatch(/gantry\.yaml: ok \(1 providers, 2 models/);
+    const bad = join(cwd, 'bad.yaml');
+    writeFileSync(bad, 'providers:\n  up: { kind: openai }\n');
+    const res = run(['config', 'check', '--config', bad], {}, cwd);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain(`${bad}: /providers/up: must have required property 'base_url'`);
+    const served = run(['serve', '--config', bad], {}, cwd);
+    expect(served.code).toBe(1);
+    expect(served.stderr).toMatch(/configuration error/);
+  });
+});

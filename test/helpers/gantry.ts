@@ -1,0 +1,92 @@
+import type { AddressInfo } from 'node:net';
+import { buildApp } from '../../src/app.js';
+import { generateKey, hashKey, keyPrefix } from '../../src/auth/keys.js';
+import { syncAccounts } from '../../src/bootstrap.js';
+import { parseConfig } from '../../src/config/load.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+
+export interface TestGantry {
+  /** e.g. http://127.0.0.1:PORT */
+  origin: string;
+  /** The OpenAI SDK's baseURL: origin + /v1 */
+  baseURL: string;
+  /** A key of the account `test`. */
+  key: string;
+  /** A key of the account `other`, which sees only public models. */
+  otherKey: string;
+  store: SqliteStore;
+  app: Awaited<ReturnType<typeof buildApp>>['app'];
+  close(): Promise<void>;
+}
+
+/** Starts a real Gantry (real HTTP on 127.0.0.1, random port) from YAML config text, with an in-memory store. */
+export async function startGantry(yaml: string, env: NodeJS.ProcessEnv = {}): Promise<TestGantry> {
+  const config = parseConfig(yaml, 'test-config.yaml', env);
+  config.server.port = 0;
+  config.server.host = '127.0.0.1';
+  const store = new SqliteStore(':memory:');
+  syncAccounts(store, config);
+  const key = addKey(store, 'test');
+  const otherKey = addKey(store, 'other');
+  const { app } = await buildApp(config, store, { logger: false });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+  const origin = `http://127.0.0.1:${port}`;
+  return {
+    origin,
+    baseURL: `${origin}/v1`,
+    key,
+    otherKey,
+    store,
+    app,
+    close: async () => {
+      await app.close();
+      store.close();
+    },
+  };
+}
+
+export function addKey(store: SqliteStore, accountName: string): string {
+  const account =
+    store.getAccountByName(accountName) ?? store.upsertAccount(accountName, 'default', 'active');
+  const key = generateKey();
+  store.addKey(account.id, `${accountName}-key`, hashKey(key), keyPrefix(key));
+  return key;
+}
+
+/** The embedded default's local models plus a private model and a predictions-only model. */
+export const LOCAL_CONFIG = `
+providers:
+  local: { kind: local }
+tiers:
+  default: {}
+models:
+  - namespace: gantry/local-chat
+    name: Local chat
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    apis: [chat, responses]
+    routes: [{ provider: local, model: local-chat }]
+    defaults: { temperature: 0.7, top_p: 0.95, max_tokens: 8192 }
+  - namespace: gantry/local-embed
+    name: Local embeddings
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    apis: [embeddings]
+    routes: [{ provider: local, model: local-embed }]
+  - namespace: acme/secret-chat
+    name: Private chat
+    type: text
+    vendor: { name: Acme, slug: acme }
+    accounts: [test]
+    routes: [{ provider: local }]
+    input_schema: { type: object, properties: { prompt: { type: string } } }
+  - namespace: acme/image-gen
+    name: Image generator
+    type: image
+    status: degraded
+    vendor: { name: Acme, slug: acme }
+    serves: [predictions]
+    routes: [{ provider: local }]
+    output_schema: { type: array, items: { type: string, format: uri } }
+`;

@@ -1,0 +1,255 @@
+import { describe, expect, it } from 'vitest';
+import type { JsonObject } from '../../providers/types.js';
+import {
+  type ChatMessage,
+  chatCompletionToResponse,
+  responsesToChat,
+  validateResponsesRequest,
+} from '../../src/responses/bridge.js';
+import { assertOpenAISchema } from '../helpers/openapi.js';
+import { chatUsage, meta, RESPONSE_ID } from './fixtures.js';
+
+const toChat = (body: JsonObject, previous: ChatMessage[] = []) =>
+  responsesToChat(validateResponsesRequest(body), previous);
+
+describe('responsesToChat', () => {
+  it('turns string input into one user message and maps the sampling parameters', () => {
+    const { chatBody, conversation } = toChat({
+      model: 'gantry/llama',
+      input: 'Hello',
+      max_output_tokens: 64,
+      temperature: 0.2,
+      top_p: 0.9,
+      user: 'u-1',
+      store: false,
+      metadata: { a: 'b' },
+    });
+    expect(conversation).toEqual([{ role: 'user', content: 'Hello' }]);
+    expect(chatBody).toEqual({
+      model: 'gantry/llama',
+      messages: [{ role: 'user', content: 'Hello' }],
+      max_tokens: 64,
+      temperature: 0.2,
+      top_p: 0.9,
+      user: 'u-1',
+    });
+  });
+
+  it('asks a streaming upstream for usage', () => {
+    const { chatBody } = toChat({ model: 'm', input: 'x', stream: true });
+    expect(chatBody.stream).toBe(true);
+    expect(chatBody.stream_options).toEqual({ include_usage: true });
+    expect(toChat({ model: 'm', input: 'x', stream: false }).chatBody).not.toHaveProperty('stream');
+  });
+
+  it('puts instructions first in the chat body but not into the conversation', () => {
+    const previous: ChatMessage[] = [
+      { role: 'user', content: 'My name is Ada.' },
+      { role: 'assistant', content: 'Hello Ada.' },
+    ];
+    const { chatBody, conversation } = toChat(
+      { model: 'm', input: 'What is my name?', instructions: 'Answer in one word.' },
+      previous,
+    );
+    const turn: ChatMessage = { role: 'user', content: 'What is my name?' };
+    expect(conversation).toEqual([...previous, turn]);
+    expect(chatBody.messages).toEqual([
+      { role: 'system', content: 'Answer in one word.' },
+      ...previous,
+      turn,
+    ]);
+    // The stored history is not modified in place.
+    expect(previous).toHaveLength(2);
+  });
+
+  it('maps message items, joining text parts', () => {
+    const { conversation } = toChat({
+      model: 'm',
+      input: [
+        { role: 'developer', content: 'Rules.' },
+        {
+          type: 'message',
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'Part one.' },
+            { type: 'input_text', text: 'Part two.' },
+          ],
+        },
+        {
+          type: 'message',
+          id: 'msg_1',
+          status: 'completed',
+          role: 'assistant',
+          content: [
+            { type: 'output_text', text: 'Ans', annotations: [] },
+            { type: 'output_text', text: 'wer', annotations: [] },
+          ],
+        },
+        { role: 'assistant', content: [{ type: 'refusal', refusal: 'No.' }] },
+        { role: 'user', content: 'Again' },
+      ],
+    });
+    expect(conversation).toEqual([
+      { role: 'developer', content: 'Rules.' },
+      { role: 'user', content: 'Part one.\nPart two.' },
+      { role: 'assistant', content: 'Answer' },
+      { role: 'assistant', content: 'No.' },
+      { role: 'user', content: 'Again' },
+    ]);
+  });
+
+  it('passes parameters outside the Responses API through and keeps Responses-only ones out', () => {
+    const { chatBody } = toChat({
+      model: 'm',
+      input: 'x',
+      top_k: 40,
+      frequency_penalty: 0.5,
+      store: true,
+      metadata: { a: 'b' },
+      tool_choice: 'auto',
+      parallel_tool_calls: true,
+      text: { format: { type: 'text' } },
+      previous_response_id: 'resp_1',
+      instructions: '',
+    });
+    expect(chatBody).toEqual({
+      model: 'm',
+      messages: [{ role: 'user', content: 'x' }],
+      top_k: 40,
+      frequency_penalty: 0.5,
+    });
+  });
+});
+
+function completion(content: string | null, finishReason: string, usage: JsonObject | null = chatUsage) {
+  return {
+    id: 'chatcmpl-1',
+    object: 'chat.completion',
+    created: 1_750_000_000,
+    model: 'llama-3',
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content, refusal: null },
+        logprobs: null,
+        finish_reason: finishReason,
+      },
+    ],
+    ...(usage ? { usage } : {}),
+  };
+}
+
+describe('chatCompletionToResponse', () => {
+  it('builds a completed Response that matches the published schema', () => {
+    const request = {
+      instructions: 'Be kind.',
+      temperature: 0.5,
+      top_p: 0.8,
+      max_output_tokens: 100,
+      previous_response_id: 'resp_prev',
+      metadata: { trace: 't1' },
+      user: 'u-1',
+      store: false,
+    };
+    const response = chatCompletionToResponse(completion('Hello there', 'stop'), meta(request));
+    assertOpenAISchema('Response', response);
+    expect(response).toMatchObject({
+      id: RESPONSE_ID,
+      object: 'response',
+      created_at: 1_750_000_000,
+      status: 'completed',
+      error: null,
+      incomplete_details: null,
+      model: 'gantry/llama',
+      output_text: 'Hello there',
+      instructions: 'Be kind.',
+      temperature: 0.5,
+      top_p: 0.8,
+      max_output_tokens: 100,
+      previous_response_id: 'resp_prev',
+      metadata: { trace: 't1' },
+      user: 'u-1',
+      store: false,
+      tools: [],
+      tool_choice: 'auto',
+      parallel_tool_calls: true,
+      text: { format: { type: 'text' } },
+      usage: {
+        input_tokens: 12,
+        input_tokens_details: { cached_tokens: 4, cache_write_tokens: 0 },
+        output_tokens: 5,
+        output_tokens_details: { reasoning_tokens: 1 },
+        total_tokens: 17,
+      },
+    });
+    expect(response.completed_at).toEqual(expect.any(Number));
+    const output = response.output as JsonObject[];
+    expect(output).toHaveLength(1);
+    expect(output[0]).toEqual({
+      id: expect.stringMatching(/^msg_[0-9a-f]{48}$/),
+      type: 'message',
+      status: 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: 'Hello there', annotations: [], logprobs: [] }],
+    });
+  });
+
+  it('echoes nulls and defaults for what the request left out', () => {
+    const response = chatCompletionToResponse(completion('x', 'stop'), meta());
+    assertOpenAISchema('Response', response);
+    expect(response).toMatchObject({
+      instructions: null,
+      temperature: null,
+      top_p: null,
+      max_output_tokens: null,
+      previous_response_id: null,
+      metadata: {},
+      store: true,
+    });
+    expect(response).not.toHaveProperty('user');
+  });
+
+  it('reports finish_reason length as incomplete (max_output_tokens)', () => {
+    const response = chatCompletionToResponse(
+      completion('Once upon', 'length'),
+      meta({ max_output_tokens: 2 }),
+    );
+    assertOpenAISchema('Response', response);
+    expect(response.status).toBe('incomplete');
+    expect(response.incomplete_details).toEqual({ reason: 'max_output_tokens' });
+    expect(response.completed_at).toBeNull();
+    expect((response.output as JsonObject[])[0]?.status).toBe('incomplete');
+    expect(response.output_text).toBe('Once upon');
+  });
+
+  it('reports a content filter stop as incomplete (content_filter)', () => {
+    const response = chatCompletionToResponse(completion(null, 'content_filter'), meta());
+    assertOpenAISchema('Response', response);
+    expect(response.incomplete_details).toEqual({ reason: 'content_filter' });
+    expect(response.output_text).toBe('');
+  });
+
+  it('leaves usage out when the upstream sent none, and derives a missing total', () => {
+    const none = chatCompletionToResponse(completion('x', 'stop', null), meta());
+    assertOpenAISchema('Response', none);
+    expect(none).not.toHaveProperty('usage');
+    const partial = chatCompletionToResponse(
+      completion('x', 'stop', { prompt_tokens: 3, completion_tokens: 2 }),
+      meta(),
+    );
+    expect(partial.usage).toEqual({
+      input_tokens: 3,
+      input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+      output_tokens: 2,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: 5,
+    });
+  });
+
+  it('gives each response a fresh message id', () => {
+    const a = chatCompletionToResponse(completion('x', 'stop'), meta());
+    const b = chatCompletionToResponse(completion('x', 'stop'), meta());
+    const id = (r: JsonObject) => (r.output as JsonObject[])[0]?.id;
+    expect(id(a)).not.toBe(id(b));
+  });
+});

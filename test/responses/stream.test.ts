@@ -1,0 +1,217 @@
+import { describe, expect, it } from 'vitest';
+import type { JsonObject, SseEvent } from '../../providers/types.js';
+import { GantryError } from '../../src/errors.js';
+import { chatStreamToResponseEvents } from '../../src/responses/bridge.js';
+import { assertOpenAISchema } from '../helpers/openapi.js';
+import { chatChunks, collect, iterate, meta, type Parsed, RESPONSE_ID } from './fixtures.js';
+
+const SCHEMA_OF: Record<string, string> = {
+  'response.created': 'ResponseCreatedEvent',
+  'response.in_progress': 'ResponseInProgressEvent',
+  'response.output_item.added': 'ResponseOutputItemAddedEvent',
+  'response.content_part.added': 'ResponseContentPartAddedEvent',
+  'response.output_text.delta': 'ResponseTextDeltaEvent',
+  'response.output_text.done': 'ResponseTextDoneEvent',
+  'response.content_part.done': 'ResponseContentPartDoneEvent',
+  'response.output_item.done': 'ResponseOutputItemDoneEvent',
+  'response.completed': 'ResponseCompletedEvent',
+  'response.incomplete': 'ResponseIncompleteEvent',
+};
+
+async function run(chunks: SseEvent[], request: JsonObject = {}) {
+  const completed: JsonObject[] = [];
+  const events = await collect(
+    chatStreamToResponseEvents(iterate(chunks), meta(request), (r) => completed.push(r)),
+  );
+  return { events, completed };
+}
+
+/** Every event: SSE name = type, sequence numbers 0…n-1, valid against its own schema and the union. */
+function checkEvents(events: Parsed[]): void {
+  events.forEach((e, i) => {
+    expect(e.event).toBe(e.data.type);
+    expect(e.data.sequence_number).toBe(i);
+    const schema = SCHEMA_OF[String(e.data.type)];
+    expect(schema, `unexpected event ${String(e.data.type)}`).toBeDefined();
+    assertOpenAISchema(schema as string, e.data);
+    assertOpenAISchema('ResponseStreamEvent', e.data);
+  });
+}
+
+const types = (events: Parsed[]) => events.map((e) => e.data.type);
+const finalOf = (events: Parsed[]) => (events.at(-1)?.data.response ?? {}) as JsonObject;
+
+describe('chatStreamToResponseEvents', () => {
+  it('emits OpenAI’s event sequence, one delta per content chunk', async () => {
+    const { events, completed } = await run(chatChunks(['Hel', 'lo', ' world']), { temperature: 0.3 });
+    checkEvents(events);
+    expect(types(events)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.delta',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(
+      events.filter((e) => e.data.type === 'response.output_text.delta').map((e) => e.data.delta),
+    ).toEqual(['Hel', 'lo', ' world']);
+
+    const [created, inProgress, added, partAdded] = events.map((e) => e.data);
+    for (const snapshot of [created?.response, inProgress?.response] as JsonObject[]) {
+      expect(snapshot).toMatchObject({
+        id: RESPONSE_ID,
+        status: 'in_progress',
+        output: [],
+        temperature: 0.3,
+      });
+      expect(snapshot).not.toHaveProperty('usage');
+    }
+    const item = added?.item as JsonObject;
+    expect(item).toEqual({
+      id: expect.stringMatching(/^msg_[0-9a-f]{48}$/),
+      type: 'message',
+      status: 'in_progress',
+      content: [],
+      role: 'assistant',
+    });
+    expect(partAdded).toMatchObject({ item_id: item.id, output_index: 0, content_index: 0 });
+    expect(partAdded?.part).toEqual({ type: 'output_text', annotations: [], logprobs: [], text: '' });
+    // Every event about the item names it by the same id and indexes.
+    for (const e of events.slice(3, 9)) {
+      expect(e.data).toMatchObject({ item_id: item.id, output_index: 0, content_index: 0 });
+    }
+    for (const e of events.slice(4, 8)) expect(e.data.logprobs).toEqual([]);
+
+    const byType = (t: string) => events.find((e) => e.data.type === t)?.data as JsonObject;
+    expect(byType('response.output_text.done').text).toBe('Hello world');
+    expect(byType('response.content_part.done').part).toEqual({
+      type: 'output_text',
+      annotations: [],
+      logprobs: [],
+      text: 'Hello world',
+    });
+    const doneItem = byType('response.output_item.done').item as JsonObject;
+    expect(doneItem).toMatchObject({ id: item.id, status: 'completed' });
+
+    const final = byType('response.completed').response as JsonObject;
+    assertOpenAISchema('Response', final);
+    expect(final).toMatchObject({ id: RESPONSE_ID, status: 'completed', output_text: 'Hello world' });
+    expect(final.output).toEqual([doneItem]);
+    expect(completed).toEqual([final]);
+  });
+
+  it('takes usage from the final usage chunk', async () => {
+    const { events } = await run(chatChunks(['a']));
+    const final = finalOf(events);
+    expect(final.usage).toEqual({
+      input_tokens: 12,
+      input_tokens_details: { cached_tokens: 4, cache_write_tokens: 0 },
+      output_tokens: 5,
+      output_tokens_details: { reasoning_tokens: 1 },
+      total_tokens: 17,
+    });
+  });
+
+  it('ignores the null usage some upstreams put on every chunk', async () => {
+    const chunks = chatChunks(['a'], 'stop', null).map((c) => ({
+      data: JSON.stringify({ ...JSON.parse(c.data), usage: null }),
+    }));
+    chunks.push({ data: JSON.stringify({ choices: [], usage: { prompt_tokens: 1, completion_tokens: 1 } }) });
+    const { events } = await run(chunks);
+    const final = finalOf(events);
+    expect(final.usage).toMatchObject({ input_tokens: 1, output_tokens: 1, total_tokens: 2 });
+  });
+
+  it('ends with response.incomplete when the upstream stopped at max tokens', async () => {
+    const { events, completed } = await run(chatChunks(['Once', ' upon'], 'length'), {
+      max_output_tokens: 2,
+    });
+    checkEvents(events);
+    const last = events.at(-1)?.data as JsonObject;
+    expect(last.type).toBe('response.incomplete');
+    const final = last.response as JsonObject;
+    expect(final).toMatchObject({
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+      completed_at: null,
+      max_output_tokens: 2,
+      output_text: 'Once upon',
+    });
+    expect(events.find((e) => e.data.type === 'response.output_item.done')?.data.item).toMatchObject({
+      status: 'incomplete',
+    });
+    expect(completed).toEqual([final]);
+  });
+
+  it('still produces a whole message when the upstream sent no text', async () => {
+    const { events } = await run(chatChunks([]));
+    checkEvents(events);
+    expect(types(events)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(finalOf(events).output_text).toBe('');
+  });
+
+  it('calls onComplete before the terminal event is yielded', async () => {
+    const order: string[] = [];
+    const gen = chatStreamToResponseEvents(iterate(chatChunks(['x'])), meta(), () => order.push('complete'));
+    for await (const e of gen) order.push(String(e.event));
+    expect(order.slice(-2)).toEqual(['complete', 'response.completed']);
+  });
+
+  it('rethrows an upstream failure without completing', async () => {
+    const failure = new Error('upstream went away');
+    const completed: JsonObject[] = [];
+    const seen: Parsed[] = [];
+    const gen = chatStreamToResponseEvents(
+      iterate(chatChunks(['partial'], 'stop', null).slice(0, 2), failure),
+      meta(),
+      (r) => completed.push(r),
+    );
+    await expect(collect(gen, seen)).rejects.toBe(failure);
+    expect(types(seen)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+    ]);
+    expect(completed).toEqual([]);
+  });
+
+  it('turns a malformed or error chunk into an upstream error', async () => {
+    const bad = chatStreamToResponseEvents(iterate([{ data: '{not json' }]), meta(), () => {});
+    await expect(collect(bad)).rejects.toThrow(GantryError);
+    const errorChunk = chatStreamToResponseEvents(
+      iterate([{ data: JSON.stringify({ error: { message: 'CUDA out of memory' } }) }]),
+      meta(),
+      () => {},
+    );
+    await expect(collect(errorChunk)).rejects.toMatchObject({
+      errorId: 'UPSTREAM_ERROR',
+      message: 'CUDA out of memory',
+    });
+  });
+
+  it('tolerates a [DONE] sentinel and other choices', async () => {
+    const chunks = chatChunks(['a', 'b']);
+    chunks.splice(2, 0, { data: JSON.stringify({ choices: [{ index: 1, delta: { content: 'other' } }] }) });
+    chunks.push({ data: '[DONE]' });
+    const { events } = await run(chunks);
+    checkEvents(events);
+    expect(finalOf(events).output_text).toBe('ab');
+  });
+});
