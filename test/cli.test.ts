@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -92,6 +92,13 @@ describe('the gantry command', () => {
     expect(created.code).toBe(0);
     const key = created.stdout.trim();
     expect(key).toMatch(/^gty_[A-Za-z0-9_-]{40,}$/);
+    // Only the hash is stored: the key's text is in no file of the data folder.
+    const stored = readdirSync(env.GANTRY_DATA_DIR).map((f) =>
+      readFileSync(join(env.GANTRY_DATA_DIR, f)).toString('latin1'),
+    );
+    expect(stored.join('').length).toBeGreaterThan(0);
+    expect(stored.join('')).not.toContain(key);
+    expect(stored.join('')).not.toContain(key.slice(10));
     const listed = run(['keys', 'list', '--account', 'acme'], env, cwd);
     expect(listed.stdout).toMatch(/\tacme\tci\tgty_.{6}…\tactive\tlast used never/);
     expect(listed.stdout).not.toContain(key);

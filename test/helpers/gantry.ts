@@ -3,6 +3,7 @@ import { buildApp } from '../../src/app.js';
 import { generateKey, hashKey, keyPrefix } from '../../src/auth/keys.js';
 import { syncAccounts } from '../../src/bootstrap.js';
 import { parseConfig } from '../../src/config/load.js';
+import { loggerOptions } from '../../src/logger.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 
 export interface TestGantry {
@@ -19,8 +20,17 @@ export interface TestGantry {
   close(): Promise<void>;
 }
 
+export interface StartOptions {
+  /** Receives every log line (JSON) at trace level, with the production redaction rules. */
+  onLog?: (line: string) => void;
+}
+
 /** Starts a real Gantry (real HTTP on 127.0.0.1, random port) from YAML config text, with an in-memory store. */
-export async function startGantry(yaml: string, env: NodeJS.ProcessEnv = {}): Promise<TestGantry> {
+export async function startGantry(
+  yaml: string,
+  env: NodeJS.ProcessEnv = {},
+  options: StartOptions = {},
+): Promise<TestGantry> {
   const config = parseConfig(yaml, 'test-config.yaml', env);
   config.server.port = 0;
   config.server.host = '127.0.0.1';
@@ -28,7 +38,11 @@ export async function startGantry(yaml: string, env: NodeJS.ProcessEnv = {}): Pr
   syncAccounts(store, config);
   const key = addKey(store, 'test');
   const otherKey = addKey(store, 'other');
-  const { app } = await buildApp(config, store, { logger: false });
+  const onLog = options.onLog;
+  const logger = onLog
+    ? { ...loggerOptions('trace'), stream: { write: (line: string) => onLog(line) } }
+    : false;
+  const { app } = await buildApp(config, store, { logger });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;
   const origin = `http://127.0.0.1:${port}`;
