@@ -31,7 +31,11 @@ export class OpenAIProvider implements InferenceProvider {
     this.client = new UpstreamClient(config.name, config.baseUrl, config.timeouts, config.maxConnections);
     const auth: Record<string, string> = config.apiKey ? { authorization: `Bearer ${config.apiKey}` } : {};
     this.headers = { 'content-type': 'application/json', ...auth, ...config.headers };
-    this.forward = { baseUrl: config.baseUrl.replace(/\/+$/, ''), headers: { ...auth, ...config.headers } };
+    this.forward = {
+      baseUrl: config.baseUrl.replace(/\/+$/, ''),
+      headers: { ...auth, ...config.headers },
+      timeouts: config.timeouts,
+    };
     if (config.supportsResponses) {
       this.responses = (body, ctx) => this.post('/responses', body, ctx, isResponsesEnd);
     }
@@ -83,6 +87,12 @@ export class OpenAIProvider implements InferenceProvider {
     for await (const event of parseSse(body)) {
       if (event.data === '[DONE]') return;
       if (event.event === 'error') throw this.streamedError(event.data);
+      // Every event is one JSON object. Checking its ends is enough to stop garbage reaching the client
+      // without parsing each chunk on the hot path.
+      const d = event.data;
+      if (d.charCodeAt(0) !== 123 || d.charCodeAt(d.length - 1) !== 125) {
+        throw new UpstreamError('protocol', this.name, `${this.name} sent a malformed stream event`);
+      }
       // A chunk's text holds `"error"` unescaped only as a key or as that exact value: parse just then.
       if (event.data.includes('"error"')) {
         const failure = this.streamedErrorIn(event.data);

@@ -52,6 +52,7 @@ export interface ForwardTarget {
   baseUrl: string;
   /** Headers added to every forwarded request (credentials). */
   headers: Record<string, string>;
+  timeouts: ProviderTimeouts;
 }
 
 export interface ProviderTimeouts {

@@ -34,7 +34,8 @@ export interface DispatchOptions {
 
 /**
  * Tries the model's providers in order. A connect error, a timeout, a 429 or a 5xx before anything was
- * sent to the client moves on to the next; a stream counts as started only at its first real event.
+ * sent to the client moves on to the next, and so does a stream that broke during its preamble; a stream
+ * counts as started only at its first real event.
  */
 export async function dispatch(
   gantry: Gantry,
@@ -52,11 +53,14 @@ export async function dispatch(
     // Each attempt gets its own signal so a failed attempt's connection is released at once.
     const attempt = new AbortController();
     const ctx: CallContext = { signal: AbortSignal.any([clientSignal, attempt.signal]), requestId };
+    let holding = false;
     try {
       const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
       let result = await call(provider, upstreamBody, ctx);
-      if (result.kind === 'stream')
+      if (result.kind === 'stream') {
+        holding = true;
         result = { kind: 'stream', events: await holdPreamble(result.events, options.isPreamble) };
+      }
       return { result, provider, upstreamModel: route.model };
     } catch (err) {
       attempt.abort();
@@ -67,7 +71,10 @@ export async function dispatch(
         'upstream failed',
       );
       lastError = err;
-      if (!err.retryable) break;
+      // A stream that broke (cut, cut short, garbled) before its first real event has sent the client
+      // nothing, so it is replaced like an upstream that hung up before answering.
+      const brokePreamble = holding && err.failure === 'protocol';
+      if (!err.retryable && !brokePreamble) break;
     }
   }
   if (lastError) throw fromUpstream(lastError);

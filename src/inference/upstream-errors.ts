@@ -40,10 +40,12 @@ export function fromUpstream(err: UpstreamError): GantryError {
   if (status === 400) return new GantryError('INVALID_REQUEST', { message, param, cause: err });
   if (status === 413) return new GantryError('PAYLOAD_TOO_LARGE', { message, cause: err });
   if (status === 422) return new GantryError('UNPROCESSABLE_ENTITY', { message, param, cause: err });
-  // 401/403/404 from an upstream mean Gantry's own credentials or routing are wrong, not the client's.
+  // 401/403/404 from an upstream mean Gantry's own credentials or routing are wrong, not the client's; what
+  // the upstream said about them (it may quote the key, or name internal models) is not relayed.
+  const internal = status === 401 || status === 403 || status === 404;
   return new GantryError('UPSTREAM_ERROR', {
     message: `The model provider failed (HTTP ${status})`,
-    details,
+    details: internal ? '' : details,
     cause: err,
   });
 }

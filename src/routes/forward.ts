@@ -22,7 +22,7 @@ const HOP_BY_HOP = new Set([
   'x-api-key',
 ]);
 
-const MULTIPART_MODEL = /name="model"\r\n(?:[^\r\n]+\r\n)*\r\n([^\r\n]*)\r\n/;
+const BOUNDARY = /boundary=(?:"([^"]+)"|([^;\s]+))/i;
 
 /**
  * Other OpenAI endpoints under /v1 (audio, images, moderations, ...) are forwarded as they are to the
@@ -30,14 +30,14 @@ const MULTIPART_MODEL = /name="model"\r\n(?:[^\r\n]+\r\n)*\r\n([^\r\n]*)\r\n/;
  */
 export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry): Promise<void> {
   await app.register(async (scope) => {
-    // Bodies are relayed byte for byte, so this scope reads them raw whatever their type.
+    // Bodies are relayed byte for byte (but for the model's name), so this scope reads them raw.
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
     scope.post('/v1/*', async (request, reply) => {
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const contentType = String(request.headers['content-type'] ?? '');
-      const { name, body } = readModel(raw, contentType);
+      const { name, body, valueAt } = readModel(raw, contentType);
       const model = gantry.catalog.get(name, principalOf(request).account);
       if (!model)
         throw new GantryError('MODEL_NOT_FOUND', {
@@ -52,15 +52,19 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
           param: 'model',
         });
       }
-      const outBody = body && route.model !== name ? renameJsonModel(body, route.model) : raw;
-      const upstream = await send(target, request, outBody, clientGoneSignal(reply)).catch(
-        (cause: unknown) => {
-          throw new GantryError('UPSTREAM_ERROR', {
-            message: 'The model provider could not be reached',
-            cause,
-          });
-        },
-      );
+      let outBody = raw;
+      if (route.model !== name) {
+        if (body) outBody = renameJsonModel(body, route.model);
+        else if (valueAt) outBody = renameMultipartModel(raw, valueAt, route.model);
+      }
+      const upstream = await send(target, request, outBody, clientGoneSignal(reply));
+      // An upstream 401/403 is about Gantry's credential, not the client's key: never relay it as is.
+      if (upstream.statusCode === 401 || upstream.statusCode === 403) {
+        await upstream.body.dump().catch(() => undefined);
+        throw new GantryError('UPSTREAM_ERROR', {
+          message: `The model provider refused Gantry's credentials (HTTP ${upstream.statusCode})`,
+        });
+      }
       reply.code(upstream.statusCode);
       for (const [key, value] of Object.entries(upstream.headers)) {
         if (value !== undefined && !HOP_BY_HOP.has(key)) reply.header(key, value);
@@ -74,7 +78,15 @@ function pathOf(request: FastifyRequest): string {
   return request.url.split('?')[0] ?? request.url;
 }
 
-function readModel(raw: Buffer, contentType: string): { name: string; body?: Record<string, unknown> } {
+interface ModelField {
+  name: string;
+  /** JSON: the parsed body. */
+  body?: Record<string, unknown>;
+  /** Multipart: where the model's value sits in the raw bytes. */
+  valueAt?: { start: number; end: number };
+}
+
+function readModel(raw: Buffer, contentType: string): ModelField {
   if (contentType.includes('application/json')) {
     let body: unknown;
     try {
@@ -87,23 +99,73 @@ function readModel(raw: Buffer, contentType: string): { name: string; body?: Rec
     return { name, body: body as Record<string, unknown> };
   }
   if (contentType.includes('multipart/form-data')) {
-    const match = MULTIPART_MODEL.exec(raw.toString('latin1'));
-    if (match?.[1]) return { name: Buffer.from(match[1], 'latin1').toString('utf8') };
+    // latin1 maps each byte to one character, so string offsets are byte offsets.
+    const match = multipartModel(contentType)?.exec(raw.toString('latin1'));
+    if (match?.[1]) {
+      const end = match.index + match[0].length - 2;
+      return {
+        name: Buffer.from(match[1], 'latin1').toString('utf8'),
+        valueAt: { start: end - match[1].length, end },
+      };
+    }
     throw invalidParameter('model', 'model is required');
   }
   throw new GantryError('UNSUPPORTED_MEDIA_TYPE', { details: 'Send JSON or multipart/form-data.' });
+}
+
+/**
+ * The `model` part's value, anchored to the boundary so that only a part's own headers can name it: a
+ * file whose content spells `name="model"` must not choose the model (and so the access check).
+ */
+function multipartModel(contentType: string): RegExp | undefined {
+  const match = BOUNDARY.exec(contentType);
+  const boundary = match?.[1] ?? match?.[2];
+  if (!boundary) return undefined;
+  const b = boundary.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(
+    `--${b}\\r\\n(?:[^\\r\\n]+\\r\\n)*?[^\\r\\n]*; *name="model"\\r\\n(?:[^\\r\\n]+\\r\\n)*\\r\\n([^\\r\\n]*)\\r\\n`,
+  );
 }
 
 function renameJsonModel(body: Record<string, unknown>, upstreamModel: string): Buffer {
   return Buffer.from(JSON.stringify({ ...body, model: upstreamModel }));
 }
 
-function send(target: ForwardTarget, request: FastifyRequest, body: Buffer, signal: AbortSignal) {
+/** The multipart body with only the model's value replaced: every other byte is relayed as it came. */
+function renameMultipartModel(
+  raw: Buffer,
+  at: { start: number; end: number },
+  upstreamModel: string,
+): Buffer {
+  return Buffer.concat([raw.subarray(0, at.start), Buffer.from(upstreamModel, 'utf8'), raw.subarray(at.end)]);
+}
+
+async function send(target: ForwardTarget, request: FastifyRequest, body: Buffer, clientSignal: AbortSignal) {
   const headers: Record<string, string> = {};
   for (const [key, value] of Object.entries(request.headers)) {
     if (typeof value === 'string' && !HOP_BY_HOP.has(key)) headers[key] = value;
   }
   Object.assign(headers, target.headers);
   const rest = request.url.slice('/v1'.length);
-  return undiciRequest(target.baseUrl + rest, { method: 'POST', headers, body, signal });
+  const { timeouts } = target;
+  const total = AbortSignal.timeout(timeouts.totalMs);
+  try {
+    return await undiciRequest(target.baseUrl + rest, {
+      method: 'POST',
+      headers,
+      body,
+      signal: AbortSignal.any([clientSignal, total]),
+      headersTimeout: timeouts.firstByteMs,
+      bodyTimeout: timeouts.idleMs,
+    });
+  } catch (cause) {
+    const code = (cause as { code?: string }).code ?? '';
+    if (total.aborted || code.endsWith('_TIMEOUT')) {
+      throw new GantryError('UPSTREAM_TIMEOUT', {
+        message: 'The model provider did not answer in time',
+        cause,
+      });
+    }
+    throw new GantryError('UPSTREAM_ERROR', { message: 'The model provider could not be reached', cause });
+  }
 }

@@ -4,7 +4,7 @@ import type { InferenceProvider, JsonObject, SseEvent } from '../../providers/ty
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { rejectOtherMethods } from '../error-handler.js';
-import { GantryError } from '../errors.js';
+import { GantryError, inferenceEnvelope } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
@@ -130,7 +130,10 @@ async function bridge(
   return undefined;
 }
 
-/** Responses streams report failures as an `error` event; the `error` member makes the SDKs throw. */
+/**
+ * Responses streams report failures as an `error` event; its `error` member (the inference envelope's, as
+ * in chat streams) makes the SDKs throw.
+ */
 function responsesErrorEvent(err: GantryError, eventsWritten: number): SseEvent {
   const body = {
     type: 'error',
@@ -138,13 +141,7 @@ function responsesErrorEvent(err: GantryError, eventsWritten: number): SseEvent 
     message: err.message,
     param: err.param,
     sequence_number: eventsWritten,
-    error: {
-      message: err.message,
-      type: err.type,
-      param: err.param,
-      code: err.errorId.toLowerCase(),
-      error_id: err.errorId,
-    },
+    ...inferenceEnvelope(err),
   };
   return { event: 'error', data: JSON.stringify(body) };
 }
