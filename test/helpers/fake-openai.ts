@@ -760,10 +760,15 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
 
 /** Writes and waits until the data is handed to the socket, so a following cut cannot discard it. */
 function write(res: ServerResponse, data: string, gone: AbortSignal): Promise<void> {
+  if (gone.aborted) return Promise.resolve();
   return new Promise((resolve) => {
-    res.write(data, () => resolve());
-    // A write pending when the socket dies may never call back.
-    void waitUntil(gone).then(resolve);
+    // A write pending when the socket dies may never call back: the abort resolves it instead.
+    const done = (): void => {
+      gone.removeEventListener('abort', done);
+      resolve();
+    };
+    gone.addEventListener('abort', done);
+    res.write(data, done);
   });
 }
 
