@@ -9,20 +9,27 @@ import { loggerOptions } from './logger.js';
 import { registerChatRoutes } from './routes/chat.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerForwardRoutes } from './routes/forward.js';
+import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerResponsesRoutes } from './routes/responses.js';
-import type { Store } from './store/types.js';
+import { createServices, type Services } from './services.js';
+import type { SqliteStore } from './store/sqlite.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | null;
+    /** Bounded metric labels: the catalogue model and the provider that served the request. */
+    labels: { model: string; provider: string };
+    /** The error id the request ended with, for usage records and metrics. */
+    errorId: string | null;
   }
 }
 
 /** Everything a route needs, built once at start. */
 export interface Gantry {
   config: GantryConfig;
-  store: Store;
+  store: SqliteStore;
+  services: Services;
   catalog: Catalog;
   providers: ReadonlyMap<string, InferenceProvider>;
   auth: Authenticator;
@@ -31,20 +38,14 @@ export interface Gantry {
 export interface BuildOptions {
   /** pino options, or false for no logs (tests). */
   logger?: FastifyServerOptions['logger'];
+  /** Process-wide metrics (GC, memory); off in tests that build many apps in one process. */
+  processMetrics?: boolean;
 }
 
 /** Assembles the fastify app. The caller owns the store; closing the app closes providers and the key batcher. */
-export async function buildApp(config: GantryConfig, store: Store, options: BuildOptions = {}) {
+export async function buildApp(config: GantryConfig, store: SqliteStore, options: BuildOptions = {}) {
   const providers = new Map<string, InferenceProvider>();
   for (const p of config.providers) providers.set(p.name, createProvider(p));
-
-  const gantry: Gantry = {
-    config,
-    store,
-    catalog: new Catalog(config.models, Math.floor(Date.now() / 1000)),
-    providers,
-    auth: new Authenticator(store),
-  };
 
   const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config.server.logLevel),
@@ -56,12 +57,44 @@ export async function buildApp(config: GantryConfig, store: Store, options: Buil
     forceCloseConnections: 'idle',
   });
 
+  const gantry: Gantry = {
+    config,
+    store,
+    services: createServices(config, store, {
+      log: app.log,
+      ...(options.processMetrics === undefined ? {} : { processMetrics: options.processMetrics }),
+    }),
+    catalog: new Catalog(config.models, Math.floor(Date.now() / 1000)),
+    providers,
+    auth: new Authenticator(store),
+  };
+  const metrics = gantry.services.metrics;
+
   app.decorateRequest('principal', null);
+  app.decorateRequest('errorId', null);
+  app.decorateRequest('labels', null as unknown as { model: string; provider: string });
   // Bodies are JSON (spec 4); fastify's built-in text/plain parser would let other types through.
   app.removeContentTypeParser('text/plain');
   installErrorHandling(app);
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+
+  // First hook, so refused requests are counted too. 'close' fires for every response: hijacked streams
+  // and abandoned requests included. One log line per request.
+  app.addHook('onRequest', (request, reply, done) => {
+    const started = performance.now();
+    request.labels = { model: 'none', provider: 'none' };
+    reply.raw.once('close', () => {
+      const seconds = (performance.now() - started) / 1000;
+      const route = request.routeOptions.url ?? 'unmatched';
+      const status = reply.raw.statusCode;
+      const { model, provider } = request.labels;
+      metrics.requests.inc({ route, method: request.method, status, model, provider });
+      metrics.requestDuration.observe({ route, status, model, provider }, seconds);
+      request.log.info({ method: request.method, url: request.url, status, ms: seconds * 1000 }, 'request');
+    });
+    done();
+  });
 
   // Every /v1 route needs a key; the 404 handler runs after this hook too, so unknown routes stay private.
   app.addHook('onRequest', async (request) => {
@@ -70,13 +103,7 @@ export async function buildApp(config: GantryConfig, store: Store, options: Buil
     }
   });
 
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
-      { method: request.method, url: request.url, status: reply.statusCode, ms: reply.elapsedTime },
-      'request',
-    );
-  });
-
+  registerMetricsRoute(app, gantry);
   registerModelRoutes(app, gantry);
   registerChatRoutes(app, gantry);
   registerResponsesRoutes(app, gantry);
@@ -85,6 +112,7 @@ export async function buildApp(config: GantryConfig, store: Store, options: Buil
 
   app.addHook('onClose', async () => {
     gantry.auth.close();
+    await gantry.services.close();
     await Promise.all([...providers.values()].map((p) => p.close()));
   });
 

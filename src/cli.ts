@@ -1,11 +1,13 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
 import { bootstrapAccount, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
 import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
 import type { GantryConfig } from './config/types.js';
 import { SqliteStore } from './store/sqlite.js';
+import { type CreditStore, RedisCreditStore, SqliteCreditStore } from './usage/index.js';
 
 const USAGE = `gantry: OpenAI-compatible inference gateway
 
@@ -14,6 +16,8 @@ usage:
   gantry keys create [--account NAME] [--name KEYNAME] [--config FILE]
   gantry keys list [--account NAME] [--config FILE]
   gantry keys revoke KEY_ID [--config FILE]
+  gantry credits grant --account NAME --amount CREDITS [--note TEXT] [--config FILE]
+  gantry credits balance --account NAME [--config FILE]
   gantry config check [--config FILE]
 
 The configuration is --config, else $GANTRY_CONFIG, else ./config/gantry.yaml, else the embedded default.
@@ -29,6 +33,8 @@ export async function main(argv: string[]): Promise<number> {
       port: { type: 'string' },
       account: { type: 'string' },
       name: { type: 'string' },
+      amount: { type: 'string' },
+      note: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -61,6 +67,7 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (command === 'serve') return serve(config, env);
   if (command === 'keys') return keys(config, sub, arg, values.account, values.name);
+  if (command === 'credits') return credits(config, sub, values.account, values.amount, values.note);
   process.stderr.write(`gantry: unknown command "${positionals.join(' ')}"\n\n${USAGE}`);
   return 2;
 }
@@ -94,6 +101,48 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv): Promise<numb
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   return new Promise<number>(() => undefined);
+}
+
+async function credits(
+  config: GantryConfig,
+  sub: string | undefined,
+  accountName: string | undefined,
+  amount: string | undefined,
+  note: string | undefined,
+): Promise<number> {
+  if (!accountName || (sub !== 'grant' && sub !== 'balance')) {
+    process.stderr.write(`gantry: credits needs grant or balance, and --account\n\n${USAGE}`);
+    return 2;
+  }
+  const store = openStore(config);
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
+  const ledger: CreditStore = redis
+    ? new RedisCreditStore(redis, { defaultBalance: config.credits.defaultBalance })
+    : new SqliteCreditStore(store.handle, { defaultBalance: config.credits.defaultBalance });
+  try {
+    syncAccounts(store, config);
+    const account = store.getAccountByName(accountName);
+    if (!account) {
+      process.stderr.write(`gantry: no account "${accountName}"\n`);
+      return 1;
+    }
+    if (sub === 'balance') {
+      process.stdout.write(`${await ledger.balance(account.id)}\n`);
+      return 0;
+    }
+    const credits = Number(amount);
+    if (!Number.isFinite(credits) || amount === undefined || amount === '') {
+      process.stderr.write('gantry: credits grant needs --amount, a number of credits\n');
+      return 2;
+    }
+    const balance = await ledger.grant(account.id, credits, note ?? 'granted with the CLI');
+    process.stdout.write(`${balance}\n`);
+    return 0;
+  } finally {
+    await ledger.close();
+    redis?.disconnect();
+    store.close();
+  }
 }
 
 function keys(

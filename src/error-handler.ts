@@ -31,6 +31,7 @@ export function toGantryError(err: FastifyError | Error): GantryError {
 }
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, err: GantryError): FastifyReply {
+  request.errorId = err.errorId;
   if (err.headers) reply.headers(err.headers);
   return reply.code(err.status).send(envelope(envelopeFor(request.url), err));
 }

@@ -73,6 +73,8 @@ const catalog = {
   MODEL_UNAVAILABLE: { status: 500, type: 'server_error', message: 'Model service temporarily unavailable' },
   /** Gantry extension: an upstream answered with something we cannot use. */
   UPSTREAM_ERROR: { status: 502, type: 'server_error', message: 'Upstream provider error' },
+  /** Gantry extension: a dependency (the shared rate limiter) is down and the policy is to refuse. */
+  SERVICE_UNAVAILABLE: { status: 503, type: 'server_error', message: 'Service temporarily unavailable' },
   /** Gantry extension: an upstream did not answer in time. */
   UPSTREAM_TIMEOUT: { status: 504, type: 'timeout_error', message: 'Upstream provider timed out' },
 } as const satisfies Record<string, CatalogEntry>;
@@ -81,7 +83,8 @@ export type ErrorId = keyof typeof catalog;
 
 export interface GantryErrorOptions {
   message?: string;
-  details?: string;
+  /** Free text, or structured facts such as a rate limit's reset and window. */
+  details?: string | Record<string, unknown>;
   /** The request parameter at fault (inference envelope `param`). */
   param?: string | null;
   /** Overrides the catalogue's status, e.g. to relay an upstream 400 as is. */
@@ -94,7 +97,7 @@ export class GantryError extends Error {
   readonly errorId: ErrorId;
   readonly status: number;
   readonly type: string;
-  readonly details: string;
+  readonly details: string | Record<string, unknown>;
   readonly param: string | null;
   readonly headers: Record<string, string> | undefined;
 

@@ -84,3 +84,56 @@ describe('configuration', () => {
     expect(() => loadConfig(file)).toThrow(/bad\.yaml: \/server\/port: must be integer/);
   });
 });
+
+describe('configuration of limits, credits and metering', () => {
+  it('reads tiers, limits, credits, usage and metrics settings with defaults', () => {
+    const config = parseConfig(
+      `${MINIMAL}
+tiers:
+  pro:
+    window_seconds: 30
+    account: { concurrency: 5, requests: 100 }
+    model: { input_tokens: 1000 }
+    models: { vendor/model-a: { concurrency: 1 } }
+limits: { failure_policy: closed, lease_seconds: 30 }
+credits: { per_currency: { USD: 500 }, default_balance: 25 }
+metrics: { token_env: METRICS_TOKEN }
+`,
+      'gantry.yaml',
+      { UP_KEY: 'k', METRICS_TOKEN: 'scrape-me' },
+    );
+    expect(config.tiers.pro?.models?.['vendor/model-a']).toEqual({ concurrency: 1 });
+    expect(config.limits).toMatchObject({
+      failurePolicy: 'closed',
+      leaseMs: 30_000,
+      defaultMaxOutputTokens: 4096,
+    });
+    expect(config.credits).toEqual({ perCurrency: { USD: 500 }, defaultBalance: 25 });
+    expect(config.metrics).toEqual({ enabled: true, port: undefined, token: 'scrape-me' });
+    expect(config.redisUrl).toBeUndefined();
+    expect(parseConfig(MINIMAL, 'g.yaml', { UP_KEY: 'k', REDIS_URL: 'redis://127.0.0.1:1' }).redisUrl).toBe(
+      'redis://127.0.0.1:1',
+    );
+  });
+
+  it('names the problem in limits, pricing and credits settings', () => {
+    expect(problem(`${MINIMAL}tiers:\n  pro:\n    account: { concurrency: 0 }\n`)).toMatch(
+      /\/tiers\/pro\/account\/concurrency/,
+    );
+    expect(problem(`${MINIMAL}tiers:\n  pro:\n    models: { nobody/else: { requests: 1 } }\n`)).toMatch(
+      /\/tiers\/pro\/models\/nobody\/else: unknown model/,
+    );
+    expect(
+      problem(MINIMAL.replace('type: text', 'type: text\n    pricing: { amount: 1, currency: USD }')),
+    ).toMatch(/\/models\/0/);
+    expect(
+      problem(
+        MINIMAL.replace(
+          'type: text',
+          'type: text\n    billable: true\n    pricing: { amount: 1, currency: EUR, unit: million_token }',
+        ),
+      ),
+    ).toMatch(/no credit rate for EUR/);
+    expect(problem(`${MINIMAL}limits: { failure_policy: maybe }\n`)).toMatch(/\/limits\/failure_policy/);
+  });
+});

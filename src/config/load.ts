@@ -4,8 +4,9 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parseDocument } from 'yaml';
 import type { ProviderConfig, ProviderTimeouts } from '../../providers/types.js';
+import { validatePricing } from '../metering/pricing.js';
 import { configSchema } from './schema.js';
-import type { AccountEntry, Api, GantryConfig, ModelEntry, ServerSettings } from './types.js';
+import type { AccountEntry, Api, GantryConfig, ModelEntry, ServerSettings, TierConfig } from './types.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -105,8 +106,18 @@ interface RawConfig {
   provider_defaults?: { timeouts?: RawTimeouts; max_connections?: number };
   providers?: Record<string, RawProvider>;
   models?: Array<Omit<ModelEntry, 'routes' | 'serves' | 'apis' | 'defaults'> & RawModelRouting>;
-  tiers?: Record<string, Record<string, unknown>>;
+  tiers?: Record<string, TierConfig>;
   accounts?: Array<{ name: string; tier?: string; status?: 'active' | 'suspended'; keys?: RawKey[] }>;
+  limits?: {
+    failure_policy?: 'open' | 'closed';
+    lease_seconds?: number;
+    default_max_output_tokens?: number;
+    redis_timeout_ms?: number;
+  };
+  credits?: { per_currency?: Record<string, number>; default_balance?: number | 'unlimited' };
+  usage?: { jsonl_path?: string; flush_ms?: number; stream?: string };
+  metrics?: { enabled?: boolean; port?: number; token_env?: string };
+  redis?: { url?: string };
 }
 
 interface RawModelRouting {
@@ -173,6 +184,10 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       if (!providerNames.has(r.provider))
         fail(`/models/${i}/routes/${j}/provider`, `unknown provider "${r.provider}"`);
     });
+    if (m.pricing !== undefined) {
+      const problem = validatePricing(m.pricing);
+      if (problem) fail(`/models/${i}/pricing`, problem);
+    }
     const serves = m.serves ?? ['inference'];
     const apis = m.apis ?? (serves.includes('inference') ? (['chat', 'responses'] as Api[]) : []);
     return {
@@ -184,7 +199,47 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
     };
   });
 
-  return { source, server, providers, models, tiers, accounts };
+  for (const [name, tier] of Object.entries(tiers)) {
+    for (const namespace of Object.keys(tier.models ?? {})) {
+      if (!seen.has(namespace)) fail(`/tiers/${name}/models/${namespace}`, `unknown model "${namespace}"`);
+    }
+  }
+
+  const perCurrency = raw.credits?.per_currency ?? { USD: 1000 };
+  for (const m of models) {
+    const currency = String(m.pricing?.currency ?? 'USD');
+    if (m.billable && !(currency in perCurrency)) {
+      fail(`/credits/per_currency`, `no credit rate for ${currency}, the currency of ${m.namespace}`);
+    }
+  }
+
+  const metricsTokenEnv = raw.metrics?.token_env;
+  const metricsToken = metricsTokenEnv ? env[metricsTokenEnv] : undefined;
+  if (metricsTokenEnv && !metricsToken)
+    fail('/metrics/token_env', `environment variable ${metricsTokenEnv} is not set`);
+
+  return {
+    source,
+    server,
+    providers,
+    models,
+    tiers,
+    accounts,
+    limits: {
+      failurePolicy: raw.limits?.failure_policy ?? 'open',
+      leaseMs: Math.round((raw.limits?.lease_seconds ?? 600) * 1000),
+      defaultMaxOutputTokens: raw.limits?.default_max_output_tokens ?? 4096,
+      redisTimeoutMs: raw.limits?.redis_timeout_ms ?? 200,
+    },
+    credits: { perCurrency, defaultBalance: raw.credits?.default_balance ?? 'unlimited' },
+    usage: {
+      jsonlPath: raw.usage?.jsonl_path ? resolve(raw.usage.jsonl_path) : undefined,
+      flushMs: raw.usage?.flush_ms ?? 250,
+      stream: raw.usage?.stream ?? 'gantry:{usage}',
+    },
+    metrics: { enabled: raw.metrics?.enabled ?? true, port: raw.metrics?.port, token: metricsToken },
+    redisUrl: env.REDIS_URL || raw.redis?.url || undefined,
+  };
 }
 
 function buildServer(

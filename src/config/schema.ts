@@ -74,6 +74,31 @@ const route = {
   },
 };
 
+const ceilings = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    concurrency: { type: 'integer', minimum: 1 },
+    requests: { type: 'integer', minimum: 1 },
+    input_tokens: { type: 'integer', minimum: 1 },
+    output_tokens: { type: 'integer', minimum: 1 },
+  },
+};
+
+const tier = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    window_seconds: { type: 'number', exclusiveMinimum: 0 },
+    /** Shared by all keys of an account. */
+    account: ceilings,
+    /** Each account×model bucket. */
+    model: ceilings,
+    /** Per-model overrides of `model`, by namespace. */
+    models: { type: 'object', additionalProperties: ceilings },
+  },
+};
+
 const model = {
   type: 'object',
   additionalProperties: false,
@@ -99,6 +124,8 @@ const model = {
     routes: { type: 'array', minItems: 1, items: route },
     defaults: { type: 'object' },
     accounts: { type: 'array', items: { type: 'string' } },
+    /** Overrides of the tiers' per-model ceilings for this model (e.g. lower for compute-heavy models). */
+    limits: ceilings,
   },
 };
 
@@ -148,7 +175,48 @@ export const configSchema = {
     },
     providers: { type: 'object', additionalProperties: provider },
     models: { type: 'array', items: model },
-    tiers: { type: 'object', additionalProperties: { type: 'object' } },
+    tiers: { type: 'object', additionalProperties: tier },
+    limits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        failure_policy: { enum: ['open', 'closed'] },
+        lease_seconds: { type: 'number', exclusiveMinimum: 0 },
+        default_max_output_tokens: { type: 'integer', minimum: 1 },
+        redis_timeout_ms: { type: 'integer', minimum: 1 },
+      },
+    },
+    credits: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        per_currency: { type: 'object', additionalProperties: { type: 'number', exclusiveMinimum: 0 } },
+        default_balance: { anyOf: [{ type: 'number' }, { const: 'unlimited' }] },
+      },
+    },
+    usage: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        jsonl_path: { type: 'string' },
+        flush_ms: { type: 'integer', minimum: 1 },
+        stream: { type: 'string' },
+      },
+    },
+    metrics: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        enabled: { type: 'boolean' },
+        port: { type: 'integer', minimum: 0, maximum: 65535 },
+        token_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+      },
+    },
+    redis: {
+      type: 'object',
+      additionalProperties: false,
+      properties: { url: { type: 'string', pattern: '^rediss?://' } },
+    },
     accounts: { type: 'array', items: account },
   },
 } as const;

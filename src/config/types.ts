@@ -32,6 +32,53 @@ export interface ModelEntry {
   defaults: Record<string, unknown>;
   /** When set, only these accounts see and use the model. */
   accounts?: string[];
+  /** Overrides of the tiers' per-model ceilings for this model. */
+  limits?: Ceilings;
+}
+
+/** Ceilings of one rate-limit bucket; an absent one is unlimited. */
+export interface Ceilings {
+  concurrency?: number;
+  requests?: number;
+  input_tokens?: number;
+  output_tokens?: number;
+}
+
+export interface TierConfig {
+  window_seconds?: number;
+  account?: Ceilings;
+  model?: Ceilings;
+  models?: Record<string, Ceilings>;
+}
+
+export interface LimitSettings {
+  failurePolicy: 'open' | 'closed';
+  leaseMs: number;
+  /** Output tokens reserved when a request names no maximum and the model has no default. */
+  defaultMaxOutputTokens: number;
+  redisTimeoutMs: number;
+}
+
+export interface CreditSettings {
+  /** Credits per unit of each currency, e.g. { USD: 1000 }. */
+  perCurrency: Record<string, number>;
+  /** Balance of an account that was never granted credits. */
+  defaultBalance: number | 'unlimited';
+}
+
+export interface UsageSettings {
+  jsonlPath: string | undefined;
+  flushMs: number;
+  /** Redis Stream that billing consumes (distributed mode). */
+  stream: string;
+}
+
+export interface MetricsSettings {
+  enabled: boolean;
+  /** Serve /metrics on its own port instead of the API's. */
+  port: number | undefined;
+  /** When set, /metrics requires `Authorization: Bearer <token>`. */
+  token: string | undefined;
 }
 
 export interface AccountEntry {
@@ -58,6 +105,12 @@ export interface GantryConfig {
   server: ServerSettings;
   providers: ProviderConfig[];
   models: ModelEntry[];
-  tiers: Record<string, Record<string, unknown>>;
+  tiers: Record<string, TierConfig>;
   accounts: AccountEntry[];
+  limits: LimitSettings;
+  credits: CreditSettings;
+  usage: UsageSettings;
+  metrics: MetricsSettings;
+  /** REDIS_URL or redis.url: set means distributed mode (shared limits, usage stream, credits). */
+  redisUrl: string | undefined;
 }

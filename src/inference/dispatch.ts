@@ -67,14 +67,17 @@ export async function dispatch(
       if (!(err instanceof UpstreamError)) throw err;
       if (err.failure === 'aborted' || clientSignal.aborted) throw fromUpstream(err);
       options.log.warn(
-        { provider: provider.name, failure: err.failure, status: err.status, msg2: err.message },
+        { provider: provider.name, failure: err.failure, status: err.status, reason: err.message },
         'upstream failed',
       );
+      const metrics = gantry.services.metrics;
+      metrics.upstreamErrors.inc({ provider: provider.name, failure: err.failure });
       lastError = err;
       // A stream that broke (cut, cut short, garbled) before its first real event has sent the client
       // nothing, so it is replaced like an upstream that hung up before answering.
       const brokePreamble = holding && err.failure === 'protocol';
       if (!err.retryable && !brokePreamble) break;
+      metrics.fallbacks.inc({ provider: provider.name, model: model.entry.namespace });
     }
   }
   if (lastError) throw fromUpstream(lastError);

@@ -49,5 +49,6 @@ export function resolveInferenceModel(
   if (entry.status === 'offline') {
     throw new GantryError('MODEL_NOT_ACTIVE', { message: `The model ${name} is offline`, param: 'model' });
   }
+  request.labels.model = entry.namespace;
   return model;
 }

@@ -14,6 +14,8 @@ export interface StreamOptions {
   transform?: (event: SseEvent) => SseEvent;
   /** The event that reports a mid-stream failure; defaults to `data: {"error": …}` as chat streams do. */
   errorEvent?: (err: GantryError, eventsWritten: number) => SseEvent;
+  /** Told when the upstream broke mid-stream (the response itself still ends cleanly). */
+  onFailure?: () => void;
 }
 
 const DONE = 'data: [DONE]\n\n';
@@ -30,7 +32,9 @@ export async function sendStream(
 ): Promise<void> {
   reply.hijack();
   const res = reply.raw;
+  // Headers set on the reply before the stream (rate limits) go out with it.
   res.writeHead(200, {
+    ...(reply.getHeaders() as Record<string, string>),
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
@@ -55,6 +59,7 @@ export async function sendStream(
     } else {
       const gantryError = err instanceof UpstreamError ? fromUpstream(err) : toGantryError(err as Error);
       outcome = 'upstream_error';
+      options.onFailure?.();
       request.log.warn({ err }, 'stream failed mid-way');
       const event = options.errorEvent
         ? options.errorEvent(gantryError, written)

@@ -8,7 +8,10 @@ import { isRoleOnlyChunk } from '../inference/preamble.js';
 import { renameModel, renameModelInEvent } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
+import { maxOutputTokens, openTicket } from '../inference/ticket.js';
+import { readUsage, StreamMeter } from '../inference/usage-capture.js';
 import { applyDefaults, validateChat } from '../inference/validate.js';
+import { countChatInputTokens } from '../metering/tokens.js';
 
 /** POST /v1/chat/completions (spec 4.9): JSON or SSE, through the model's providers in order. */
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
@@ -16,20 +19,46 @@ export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
     const body = validateChat(request.body);
     const requested = body.model as string;
     const model = resolveInferenceModel(gantry, request, requested, 'chat');
-    const upstreamBody = applyDefaults(body, model.entry.defaults);
-    const signal = clientGoneSignal(reply);
-    const { result, upstreamModel } = await dispatch(
+    const withDefaults = applyDefaults(body, model.entry.defaults);
+    const stream = body.stream === true;
+    const clientWantsUsage =
+      stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
+    // Streams are always metered from the upstream's own usage chunk, dropped again if the client did not ask.
+    const upstreamBody =
+      stream && !clientWantsUsage
+        ? {
+            ...withDefaults,
+            stream_options: { ...(withDefaults.stream_options as JsonObject), include_usage: true },
+          }
+        : withDefaults;
+    const ticket = await openTicket(gantry, request, reply, {
+      api: 'chat',
+      model,
+      inputTokens: countChatInputTokens(body.messages, { tools: body.tools }),
+      outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
+      stream,
+    });
+    const { result, upstreamModel, provider } = await dispatch(
       gantry,
       model,
       upstreamBody,
-      (provider, b, ctx) => provider.chat(b, ctx),
-      signal,
+      (p, b, ctx) => p.chat(b, ctx),
+      clientGoneSignal(reply),
       String(request.id),
       { isPreamble: isRoleOnlyChunk, log: request.log },
     );
-    if (result.kind === 'json') return renameModel(result.body as JsonObject, requested);
-    await sendStream(request, reply, result.events, {
+    ticket.servedBy(provider.name);
+    if (result.kind === 'json') {
+      ticket.usage = readUsage(result.body.usage);
+      return renameModel(result.body, requested);
+    }
+    const meter = new StreamMeter(clientWantsUsage);
+    ticket.meter = meter;
+    await sendStream(request, reply, meter.wrap(result.events), {
       writeDone: true,
+      onFailure: () => {
+        ticket.streamFailed = true;
+      },
       ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
     });
   });

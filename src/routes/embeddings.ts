@@ -6,7 +6,10 @@ import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import { renameModel } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
+import { openTicket } from '../inference/ticket.js';
+import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateEmbeddings } from '../inference/validate.js';
+import { countEmbeddingInputTokens } from '../metering/tokens.js';
 
 /** POST /v1/embeddings (spec 4.11). */
 export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): void {
@@ -14,16 +17,25 @@ export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): v
     const body = validateEmbeddings(request.body);
     const requested = body.model as string;
     const model = resolveInferenceModel(gantry, request, requested, 'embeddings');
-    const { result } = await dispatch(
+    const ticket = await openTicket(gantry, request, reply, {
+      api: 'embeddings',
+      model,
+      inputTokens: countEmbeddingInputTokens(body.input),
+      outputTokens: 0,
+      stream: false,
+    });
+    const { result, provider } = await dispatch(
       gantry,
       model,
       applyDefaults(body, model.entry.defaults),
-      (provider, b, ctx) => provider.embeddings(b, ctx),
+      (p, b, ctx) => p.embeddings(b, ctx),
       clientGoneSignal(reply),
       String(request.id),
       { log: request.log },
     );
+    ticket.servedBy(provider.name);
     if (result.kind !== 'json') throw new Error('an embeddings provider returned a stream');
+    ticket.usage = readUsage(result.body.usage);
     return renameModel(result.body as JsonObject, requested);
   });
   rejectOtherMethods(app, '/v1/embeddings', ['POST']);

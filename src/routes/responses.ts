@@ -11,7 +11,10 @@ import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
 import { renameModel, renameModelInEvent } from '../inference/rename.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
+import { maxOutputTokens, openTicket } from '../inference/ticket.js';
+import { readUsage, StreamMeter } from '../inference/usage-capture.js';
 import { applyDefaults } from '../inference/validate.js';
+import { countResponsesInputTokens } from '../metering/tokens.js';
 import {
   type ChatMessage,
   chatCompletionToResponse,
@@ -58,19 +61,36 @@ async function passThrough(
   reply: FastifyReply,
 ): Promise<JsonObject | undefined> {
   const requested = req.model as string;
-  const { result, upstreamModel } = await dispatch(
+  const body = applyDefaults(req, responsesDefaults(model.entry.defaults));
+  const ticket = await openTicket(gantry, request, reply, {
+    api: 'responses',
+    model,
+    inputTokens: countResponsesInputTokens(req.input, stringOrUndefined(req.instructions)),
+    outputTokens: maxOutputTokens(body, gantry.config.limits.defaultMaxOutputTokens),
+    stream: req.stream === true,
+  });
+  const { result, upstreamModel, provider } = await dispatch(
     gantry,
     model,
-    applyDefaults(req, responsesDefaults(model.entry.defaults)),
-    (provider, b, ctx) => (provider.responses as NonNullable<InferenceProvider['responses']>)(b, ctx),
+    body,
+    (p, b, ctx) => (p.responses as NonNullable<InferenceProvider['responses']>)(b, ctx),
     clientGoneSignal(reply),
     String(request.id),
     { isPreamble: isResponsesPreamble, accepts: hasNativeResponses, log: request.log },
   );
-  if (result.kind === 'json') return renameModel(result.body, requested);
-  await sendStream(request, reply, result.events, {
+  ticket.servedBy(provider.name);
+  if (result.kind === 'json') {
+    ticket.usage = readUsage(result.body.usage);
+    return renameModel(result.body, requested);
+  }
+  const meter = new StreamMeter(true);
+  ticket.meter = meter;
+  await sendStream(request, reply, meter.wrap(result.events), {
     writeDone: false,
     errorEvent: responsesErrorEvent,
+    onFailure: () => {
+      ticket.streamFailed = true;
+    },
     ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
   });
   return undefined;
@@ -111,22 +131,41 @@ async function bridge(
     });
   };
 
-  const { result } = await dispatch(
+  const upstreamBody = applyDefaults(chatBody, model.entry.defaults);
+  const ticket = await openTicket(gantry, request, reply, {
+    api: 'responses',
+    model,
+    inputTokens: countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), previous),
+    outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
+    stream: req.stream === true,
+  });
+  const { result, provider } = await dispatch(
     gantry,
     model,
-    applyDefaults(chatBody, model.entry.defaults),
-    (provider, b, ctx) => provider.chat(b, ctx),
+    upstreamBody,
+    (p, b, ctx) => p.chat(b, ctx),
     clientGoneSignal(reply),
     String(request.id),
     { isPreamble: isRoleOnlyChunk, log: request.log },
   );
+  ticket.servedBy(provider.name);
   if (result.kind === 'json') {
+    ticket.usage = readUsage(result.body.usage);
     const response = chatCompletionToResponse(result.body, meta);
     remember(response);
     return response;
   }
-  const events = chatStreamToResponseEvents(result.events, meta, remember);
-  await sendStream(request, reply, events, { writeDone: false, errorEvent: responsesErrorEvent });
+  // The bridge needs the chat usage chunk to build the final Response, so the meter keeps it.
+  const meter = new StreamMeter(true);
+  ticket.meter = meter;
+  const events = chatStreamToResponseEvents(meter.wrap(result.events), meta, remember);
+  await sendStream(request, reply, events, {
+    writeDone: false,
+    errorEvent: responsesErrorEvent,
+    onFailure: () => {
+      ticket.streamFailed = true;
+    },
+  });
   return undefined;
 }
 
@@ -144,6 +183,10 @@ function responsesErrorEvent(err: GantryError, eventsWritten: number): SseEvent 
     ...inferenceEnvelope(err),
   };
   return { event: 'error', data: JSON.stringify(body) };
+}
+
+function stringOrUndefined(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 function responsesDefaults(defaults: Record<string, unknown>): Record<string, unknown> {

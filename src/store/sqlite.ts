@@ -74,6 +74,11 @@ export class SqliteStore implements Store {
     this.stmt = this.prepare();
   }
 
+  /** The open database, shared with the usage ledger and credits so they live in the same file. */
+  get handle(): Db {
+    return this.db;
+  }
+
   private prepare() {
     const db = this.db;
     return {

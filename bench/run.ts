@@ -1,0 +1,975 @@
+/**
+ * `npm run bench`: what Gantry costs on top of a plain upstream call.
+ *
+ * Starts three child processes on 127.0.0.1 (random ports): a fake OpenAI-compatible upstream that answers
+ * at once, a bare pass-through proxy (node:http + undici, no logic: the practical ceiling for a Node
+ * gateway), and the compiled Gantry with one `openai` provider pointing at the fake. Then it drives the
+ * three targets ("direct" is the fake itself), interleaved round by round so machine noise hits them
+ * alike, and prints added latency, throughput, streaming times, CPU per request and Gantry's memory, with
+ * PASS/MISS against the performance targets. Results go to bench/results/latest.json.
+ *
+ * Settings (environment variable, or flag where shown):
+ *   BENCH_QUICK=1 / --quick        one short round (~25 s) instead of the default run (~2 min)
+ *   BENCH_ROUNDS / --rounds N      rounds (default 3, quick 1)
+ *   BENCH_LATENCY_REQUESTS         measured requests per target and round at concurrency 1 (2000)
+ *   BENCH_THROUGHPUT_MS            measured time per target, round and concurrency (2500)
+ *   BENCH_CONCURRENCY              non-streaming throughput concurrencies (32,256)
+ *   BENCH_STREAM_REQUESTS          measured streams per target and round at concurrency 1 (400)
+ *   BENCH_STREAM_CONCURRENCY       streaming concurrencies besides 1 (32; empty for none)
+ *   BENCH_STREAM_MS                measured time per target and round of those (2000)
+ *   BENCH_CHUNKS                   content chunks per stream (32)
+ *   BENCH_CHUNK_GAP_MS             pause between stream chunks in the fake upstream (0)
+ *   BENCH_RENAME=1 / --rename      add a Gantry target whose route renames the model upstream
+ *   BENCH_PROFILE=1 / --profile    run Gantry under `node --cpu-prof` and print where its time went
+ *   BENCH_PHASES                   which measurements: latency,throughput,stream (all); e.g. for profiling
+ *   BENCH_OUT                      JSON output file (bench/results/latest.json)
+ *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
+ *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
+ *                                  side by side as target `gantry-b`: an A/B comparison in one run
+ */
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Pool } from 'undici';
+import {
+  type Child,
+  killAllNow,
+  ORPHAN_GUARD,
+  readCpuMs,
+  readMemory,
+  startChild,
+  stopAll,
+  stopChild,
+} from './lib/children.js';
+import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
+import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
+import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const TARGETS = {
+  addedP50Ms: 1,
+  addedP99Ms: 3,
+  throughputPctOfBare: 60,
+  ttfcVsBareMs: 1,
+};
+
+// ---------------------------------------------------------------------------------------------- settings
+
+const { values: flags } = parseArgs({
+  options: {
+    quick: { type: 'boolean' },
+    profile: { type: 'boolean' },
+    rename: { type: 'boolean' },
+    rounds: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (flags.help) {
+  const doc = /\/\*\*([\s\S]*?)\*\//.exec(readFileSync(fileURLToPath(import.meta.url), 'utf8'));
+  process.stdout.write(`${(doc?.[1] ?? '').replace(/^ \* ?/gm, '')}\n`);
+  process.exit(0);
+}
+
+const env = process.env;
+const truthy = (v: string | undefined) => v !== undefined && v !== '' && v !== '0' && v !== 'false';
+const quick = flags.quick === true || truthy(env.BENCH_QUICK);
+
+function int(name: string, fallback: number, min = 0, max = 10_000_000): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new Error(`${name}: not an integer in [${min}, ${max}]`);
+  return n;
+}
+
+function list(name: string, fallback: number[]): number[] {
+  const raw = env[name];
+  if (raw === undefined) return fallback;
+  const out = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '')
+    .map(Number);
+  if (out.some((n) => !Number.isInteger(n) || n < 1 || n > 4096))
+    throw new Error(`${name}: expected e.g. 32,256`);
+  return out;
+}
+
+function phaseSet(raw: string | undefined): string[] {
+  const all = ['latency', 'throughput', 'stream'];
+  if (raw === undefined || raw.trim() === '') return all;
+  const chosen = raw.split(',').map((s) => s.trim());
+  const unknown = chosen.filter((p) => !all.includes(p));
+  if (unknown.length > 0)
+    throw new Error(`BENCH_PHASES: unknown ${unknown.join(', ')} (use ${all.join(', ')})`);
+  return chosen;
+}
+
+const settings = {
+  quick,
+  rounds: flags.rounds ? Number(flags.rounds) : int('BENCH_ROUNDS', quick ? 1 : 3, 1, 100),
+  latencyWarmup: quick ? 300 : 500,
+  latencyRequests: int('BENCH_LATENCY_REQUESTS', quick ? 800 : 2_000, 10),
+  throughputWarmupMs: 400,
+  throughputMs: int('BENCH_THROUGHPUT_MS', quick ? 1_200 : 2_500, 100, 600_000),
+  phases: phaseSet(env.BENCH_PHASES),
+  concurrency: list('BENCH_CONCURRENCY', [32, 256]),
+  streamWarmup: quick ? 50 : 100,
+  streamRequests: int('BENCH_STREAM_REQUESTS', quick ? 150 : 400, 10),
+  streamConcurrency: list('BENCH_STREAM_CONCURRENCY', [32]),
+  streamMs: int('BENCH_STREAM_MS', quick ? 1_000 : 2_000, 100, 600_000),
+  chunks: int('BENCH_CHUNKS', 32, 1, 10_000),
+  gapMs: int('BENCH_CHUNK_GAP_MS', 0, 0, 10_000),
+  rename: flags.rename === true || truthy(env.BENCH_RENAME),
+  profile: flags.profile === true || truthy(env.BENCH_PROFILE),
+  /** Upstream connections of both proxies (Gantry's default max_connections). */
+  upstreamConnections: 128,
+  out: env.BENCH_OUT || join(ROOT, 'bench', 'results', 'latest.json'),
+  /** The gantry command to measure (e.g. another checkout's bin/gantry.js, for an A/B comparison). */
+  gantryBin: env.BENCH_GANTRY_BIN || join(ROOT, 'bin', 'gantry.js'),
+  /** A second gantry command measured side by side as target `gantry-b` (A/B in one interleaved run). */
+  compareBin: env.BENCH_COMPARE_BIN || undefined,
+};
+if (!settings.phases.includes('throughput')) settings.concurrency = [];
+if (!settings.phases.includes('stream')) settings.streamConcurrency = [];
+if (!Number.isInteger(settings.rounds) || settings.rounds < 1)
+  throw new Error('--rounds: expected a positive integer');
+
+// ------------------------------------------------------------------------------------------------ targets
+
+type TargetName = 'direct' | 'bare' | 'gantry' | 'gantry-rename' | 'gantry-b';
+
+interface Target {
+  name: TargetName;
+  origin: string;
+  model: string;
+  /** The process that serves this target, besides the upstream (none for direct). */
+  proxy?: Child;
+  json: RequestSpec;
+  stream: RequestSpec;
+  pools: Map<number, Pool>;
+}
+
+const MODEL = 'bench/chat';
+const RENAMED_MODEL = 'bench/chat-renamed';
+const UPSTREAM_NAME_FOR_RENAMED = 'bench-upstream-chat';
+const API_KEY = `gty_bench_${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+
+function chatBody(model: string, stream: boolean): Buffer {
+  return Buffer.from(
+    JSON.stringify({
+      model,
+      messages: [
+        { role: 'system', content: 'You are a concise assistant. Answer in one short paragraph.' },
+        { role: 'user', content: 'Write a haiku about load balancers, then explain it in one sentence.' },
+      ],
+      temperature: 0.7,
+      max_tokens: 256,
+      ...(stream ? { stream: true } : {}),
+    }),
+  );
+}
+
+function makeTarget(name: TargetName, origin: string, model: string, proxy?: Child): Target {
+  const headers = {
+    'content-type': 'application/json',
+    accept: 'application/json',
+    authorization: `Bearer ${API_KEY}`,
+    'user-agent': 'gantry-bench/0.1',
+  };
+  const path = '/v1/chat/completions';
+  return {
+    name,
+    origin,
+    model,
+    ...(proxy ? { proxy } : {}),
+    json: { path, headers, body: chatBody(model, false), stream: false },
+    stream: { path, headers, body: chatBody(model, true), stream: true },
+    pools: new Map(),
+  };
+}
+
+function poolOf(target: Target, concurrency: number): Pool {
+  let pool = target.pools.get(concurrency);
+  if (!pool) {
+    pool = createDispatcher(target.origin, concurrency);
+    target.pools.set(concurrency, pool);
+  }
+  return pool;
+}
+
+function gantryYaml(upstreamPort: number): string {
+  const model = (namespace: string, upstreamModel: string) => `
+  - namespace: ${namespace}
+    name: Bench chat (${upstreamModel})
+    type: text
+    apis: [chat]
+    routes:
+      - provider: bench-upstream
+        model: ${upstreamModel}`;
+  return `# Written by bench/run.ts for one run.
+server:
+  host: 127.0.0.1
+  port: 0
+  log_level: warn
+providers:
+  bench-upstream:
+    kind: openai
+    base_url: http://127.0.0.1:${upstreamPort}/v1
+    max_connections: ${settings.upstreamConnections}
+tiers:
+  default: {}
+models:${model(MODEL, MODEL)}${model(RENAMED_MODEL, UPSTREAM_NAME_FOR_RENAMED)}
+`;
+}
+
+// --------------------------------------------------------------------------------------------- sanity
+
+interface Checked {
+  content: string;
+  chunks: number;
+}
+
+/** One JSON and one streamed request per target, checked field by field, so no target wins by failing. */
+async function sanityCheck(target: Target): Promise<{ json: Checked; stream: Checked }> {
+  const pool = new Pool(target.origin, { connections: 1 });
+  try {
+    const send = async (spec: RequestSpec) => {
+      const res = await pool.request({
+        method: 'POST',
+        path: spec.path,
+        headers: spec.headers,
+        body: spec.body,
+      });
+      const text = await res.body.text();
+      if (res.statusCode !== 200)
+        throw new Error(`${target.name}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`);
+      return { text, contentType: String(res.headers['content-type'] ?? '') };
+    };
+    const j = await send(target.json);
+    if (!j.contentType.startsWith('application/json'))
+      throw new Error(`${target.name}: JSON answer is ${j.contentType}`);
+    const body = JSON.parse(j.text) as {
+      object?: string;
+      model?: string;
+      choices?: Array<{ message?: { content?: string } }>;
+    };
+    const content = body.choices?.[0]?.message?.content;
+    if (body.object !== 'chat.completion' || typeof content !== 'string' || body.model !== target.model) {
+      throw new Error(`${target.name}: unexpected chat.completion: ${j.text.slice(0, 300)}`);
+    }
+
+    const s = await send(target.stream);
+    if (!s.contentType.startsWith('text/event-stream'))
+      throw new Error(`${target.name}: stream answer is ${s.contentType}`);
+    const events = s.text.split('\n\n').filter((e) => e !== '');
+    if (events.at(-1) !== 'data: [DONE]') throw new Error(`${target.name}: stream does not end with [DONE]`);
+    let streamed = '';
+    let chunks = 0;
+    let sawRole = false;
+    let finish: string | null = null;
+    for (const event of events.slice(0, -1)) {
+      if (!event.startsWith('data: '))
+        throw new Error(`${target.name}: not a data event: ${event.slice(0, 100)}`);
+      const chunk = JSON.parse(event.slice(6)) as {
+        object?: string;
+        model?: string;
+        choices?: Array<{ delta?: { role?: string; content?: string }; finish_reason?: string | null }>;
+      };
+      if (chunk.object !== 'chat.completion.chunk' || chunk.model !== target.model) {
+        throw new Error(`${target.name}: unexpected chunk: ${event.slice(0, 300)}`);
+      }
+      const choice = chunk.choices?.[0];
+      if (choice?.delta?.role === 'assistant') sawRole = true;
+      else if (typeof choice?.delta?.content === 'string') {
+        streamed += choice.delta.content;
+        chunks++;
+      }
+      if (choice?.finish_reason) finish = choice.finish_reason;
+    }
+    if (!sawRole || finish !== 'stop' || chunks !== settings.chunks) {
+      throw new Error(`${target.name}: stream has role=${sawRole} finish=${finish} content chunks=${chunks}`);
+    }
+    return { json: { content, chunks: 1 }, stream: { content: streamed, chunks } };
+  } finally {
+    await pool.close();
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ phases
+
+interface Phase {
+  id: string;
+  label: string;
+  stream: boolean;
+  plan: Plan;
+}
+
+function phases(): Phase[] {
+  const out: Phase[] = [];
+  if (settings.phases.includes('latency')) {
+    out.push({
+      id: 'latency-c1',
+      label: 'latency c=1',
+      stream: false,
+      plan: {
+        kind: 'count',
+        concurrency: 1,
+        warmup: settings.latencyWarmup,
+        requests: settings.latencyRequests,
+      },
+    });
+  }
+  for (const c of settings.concurrency) {
+    out.push({
+      id: `throughput-c${c}`,
+      label: `throughput c=${c}`,
+      stream: false,
+      plan: {
+        kind: 'time',
+        concurrency: c,
+        warmupMs: settings.throughputWarmupMs,
+        durationMs: settings.throughputMs,
+      },
+    });
+  }
+  if (settings.phases.includes('stream')) {
+    out.push({
+      id: 'stream-c1',
+      label: 'stream c=1',
+      stream: true,
+      plan: {
+        kind: 'count',
+        concurrency: 1,
+        warmup: settings.streamWarmup,
+        requests: settings.streamRequests,
+      },
+    });
+  }
+  for (const c of settings.streamConcurrency) {
+    out.push({
+      id: `stream-c${c}`,
+      label: `stream c=${c}`,
+      stream: true,
+      plan: {
+        kind: 'time',
+        concurrency: c,
+        warmupMs: settings.throughputWarmupMs,
+        durationMs: settings.streamMs,
+      },
+    });
+  }
+  return out;
+}
+
+interface Run {
+  round: number;
+  result: PhaseResult;
+  /** CPU used during the phase (ms): the target's proxy process, the upstream, the bench itself. */
+  cpuProxyMs: number;
+  cpuUpstreamMs: number;
+  cpuBenchMs: number;
+  /** New TCP connections the upstream accepted during the phase (keep-alive working: about 0). */
+  upstreamConnections: number;
+}
+
+/** runs[phase][target] = one entry per round */
+type Runs = Map<string, Map<TargetName, Run[]>>;
+
+/** The fake upstream's counters, read over one connection of their own. */
+async function upstreamStats(pool: Pool): Promise<{ connections: number; requests: number }> {
+  const res = await pool.request({ method: 'GET', path: '/bench/stats' });
+  return (await res.body.json()) as { connections: number; requests: number };
+}
+
+async function runPhase(
+  target: Target,
+  phase: Phase,
+  upstream: Child,
+  statsPool: Pool,
+): Promise<Omit<Run, 'round'>> {
+  const pool = poolOf(target, phase.plan.concurrency);
+  const proxyPid = target.proxy?.pid;
+  const stats0 = await upstreamStats(statsPool);
+  const cpu0 = [proxyPid ? readCpuMs(proxyPid) : 0, readCpuMs(upstream.pid), process.cpuUsage()] as const;
+  const result = await drive(pool, phase.stream ? target.stream : target.json, phase.plan);
+  const bench = process.cpuUsage(cpu0[2]);
+  const cpuProxyMs = proxyPid ? readCpuMs(proxyPid) - cpu0[0] : 0;
+  const cpuUpstreamMs = readCpuMs(upstream.pid) - cpu0[1];
+  const stats1 = await upstreamStats(statsPool);
+  return {
+    result,
+    cpuProxyMs,
+    cpuUpstreamMs,
+    cpuBenchMs: (bench.user + bench.system) / 1000,
+    upstreamConnections: stats1.connections - stats0.connections,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------- report
+
+const fmt = (n: number, digits = 3) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+const signed = (n: number, digits = 3) =>
+  Number.isFinite(n) ? `${n >= 0 ? '+' : ''}${n.toFixed(digits)}` : 'n/a';
+const int0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
+const mb = (bytes: number | undefined) =>
+  bytes === undefined ? 'n/a' : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+function table(title: string, header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+  const rule = widths.map((w) => '-'.repeat(w)).join('  ');
+  return [`\n${title}`, line(header), rule, ...rows.map(line)].join('\n');
+}
+
+interface Verdict {
+  target: string;
+  metric: string;
+  value: number;
+  limit: string;
+  pass: boolean;
+}
+
+/**
+ * JSON as Biome formats it (2 spaces; arrays of plain values on one line when they fit in 110 columns),
+ * so `npm run lint` stays clean with a results file in the tree.
+ */
+function toJsonText(value: unknown): string {
+  const text = JSON.stringify(value, null, 2);
+  const collapsed = text.replace(
+    /^( *)(.*)\[\n((?:\1 {2}[^\n[\]{}]*\n)+)\1\]/gm,
+    (match, indent, head, body) => {
+      const items = (body as string)
+        .split('\n')
+        .map((line) => line.trim().replace(/,$/, ''))
+        .filter((line) => line !== '');
+      const line = `${indent}${head}[${items.join(', ')}]`;
+      return line.length <= 110 ? line : match;
+    },
+  );
+  return `${collapsed}\n`;
+}
+
+// ------------------------------------------------------------------------------------------------- main
+
+let cleaningUp: Promise<void> | undefined;
+let interrupted = false;
+const openPools: Pool[] = [];
+let tempDir: string | undefined;
+
+function cleanup(): Promise<void> {
+  cleaningUp ??= (async () => {
+    await Promise.all(openPools.map((p) => p.destroy().catch(() => undefined)));
+    await stopAll(settings.profile ? 15_000 : 5_000);
+    if (tempDir) rmSync(tempDir, { recursive: true, force: true });
+  })();
+  return cleaningUp;
+}
+
+process.on('exit', killAllNow);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    interrupted = true;
+    process.stderr.write(`\nbench: ${signal}, stopping every process it started...\n`);
+    const force = setTimeout(() => process.exit(130), 8_000);
+    force.unref();
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+async function main(): Promise<number> {
+  const started = Date.now();
+  const log = (msg: string) =>
+    process.stdout.write(`[${((Date.now() - started) / 1000).toFixed(1).padStart(5)} s] ${msg}\n`);
+  const cpuInfo = cpus();
+  const host = {
+    node: process.version,
+    cpus: cpuInfo.length,
+    cpuModel: cpuInfo[0]?.model ?? 'unknown',
+    loadavgAtStart: loadavg().map((n) => round3(n)),
+  };
+  log(
+    `gantry bench: node ${host.node}, ${host.cpus} CPUs (${host.cpuModel}), ${settings.rounds} round(s)` +
+      `${settings.quick ? ' [quick]' : ''}${settings.profile ? ' [profiling Gantry: its numbers are inflated]' : ''}`,
+  );
+
+  tempDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
+  const configPath = join(tempDir, 'gantry.yaml');
+  const resultsDir = dirname(settings.out);
+  const profileDir = join(ROOT, 'bench', 'results', 'profile');
+
+  // 1. the fake upstream
+  const upstream = await startChild({
+    name: 'upstream',
+    args: [
+      '--import',
+      'tsx',
+      'bench/upstream.ts',
+      '--chunks',
+      String(settings.chunks),
+      '--gap-ms',
+      String(settings.gapMs),
+    ],
+    cwd: ROOT,
+    ready: 'ipc',
+  });
+  const upstreamOrigin = `http://127.0.0.1:${upstream.port}`;
+  const statsPool = new Pool(upstreamOrigin, {
+    connections: 1,
+    keepAliveTimeout: 600_000,
+    keepAliveMaxTimeout: 600_000,
+  });
+  openPools.push(statsPool);
+  // 2. the bare proxy
+  const bare = await startChild({
+    name: 'bare-proxy',
+    args: [
+      '--import',
+      'tsx',
+      'bench/bare-proxy.ts',
+      '--upstream',
+      upstreamOrigin,
+      '--connections',
+      String(settings.upstreamConnections),
+    ],
+    cwd: ROOT,
+    ready: 'ipc',
+  });
+  // 3. Gantry, compiled
+  writeFileSync(configPath, gantryYaml(upstream.port));
+  const nodeFlags = ['--import', ORPHAN_GUARD];
+  if (settings.profile) {
+    rmSync(profileDir, { recursive: true, force: true });
+    mkdirSync(profileDir, { recursive: true });
+    nodeFlags.push('--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', 'gantry.cpuprofile');
+  }
+  const { GANTRY_CONFIG: _ignored, ...inherited } = process.env;
+  const launchGantry = (name: string, bin: string, flags: string[]) =>
+    startChild({
+      name,
+      args: [...flags, bin, 'serve', '--config', configPath],
+      cwd: ROOT,
+      env: {
+        ...inherited,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        GANTRY_DATA_DIR: join(tempDir as string, `data-${name}`),
+        GANTRY_BOOTSTRAP_KEY: API_KEY,
+        LOG_LEVEL: 'warn',
+        NODE_ENV: 'production',
+      },
+      ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
+    });
+  const gantry = await launchGantry('gantry', settings.gantryBin, nodeFlags);
+  const gantryB = settings.compareBin
+    ? await launchGantry('gantry-b', settings.compareBin, ['--import', ORPHAN_GUARD])
+    : undefined;
+  log(
+    `upstream :${upstream.port} (pid ${upstream.pid}), bare proxy :${bare.port} (pid ${bare.pid}), gantry :${gantry.port} (pid ${gantry.pid})`,
+  );
+
+  const targets: Target[] = [
+    makeTarget('direct', upstreamOrigin, MODEL),
+    makeTarget('bare', `http://127.0.0.1:${bare.port}`, MODEL, bare),
+    makeTarget('gantry', `http://127.0.0.1:${gantry.port}`, MODEL, gantry),
+  ];
+  if (settings.rename)
+    targets.push(makeTarget('gantry-rename', `http://127.0.0.1:${gantry.port}`, RENAMED_MODEL, gantry));
+  if (gantryB) {
+    targets.push(makeTarget('gantry-b', `http://127.0.0.1:${gantryB.port}`, MODEL, gantryB));
+    log(`gantry-b (${settings.compareBin}) :${gantryB.port} (pid ${gantryB.pid})`);
+  }
+  const names = targets.map((t) => t.name);
+
+  // Sanity: every target answers the same, well-formed content.
+  const checked = await Promise.all(targets.map((t) => sanityCheck(t)));
+  for (const c of checked.slice(1)) {
+    if (c.json.content !== checked[0]?.json.content || c.stream.content !== checked[0]?.stream.content) {
+      throw new Error('sanity: the targets do not answer the same content');
+    }
+  }
+  log(`sanity ok: every target answers the same chat.completion and a ${settings.chunks}-chunk stream`);
+
+  // Warm-up (JIT, connection pools) for every target, not measured.
+  const allPhases = phases();
+  for (const target of targets) {
+    for (const phase of allPhases) {
+      const plan: Plan =
+        phase.plan.kind === 'count'
+          ? { ...phase.plan, warmup: 0, requests: phase.plan.warmup * 2 }
+          : { ...phase.plan, warmupMs: 0, durationMs: quick ? 300 : 600 };
+      const pool = poolOf(target, plan.concurrency);
+      if (!openPools.includes(pool)) openPools.push(pool);
+      const r = await drive(pool, phase.stream ? target.stream : target.json, plan);
+      if (r.errors > 0)
+        throw new Error(`warm-up ${target.name} ${phase.label}: ${r.errorSamples.join('; ')}`);
+    }
+  }
+  const gantryAfterWarmup = readMemory(gantry.pid);
+  log('warm-up done');
+
+  // Measurement: round by round, phase by phase, the targets in a rotating order.
+  const runs: Runs = new Map();
+  const gantryRssByRound: Array<number | undefined> = [];
+  for (let round = 0; round < settings.rounds; round++) {
+    for (const phase of allPhases) {
+      const order = targets.map((_, i) => targets[(i + round) % targets.length] as Target);
+      for (const target of order) {
+        const run = await runPhase(target, phase, upstream, statsPool);
+        const byTarget = runs.get(phase.id) ?? new Map<TargetName, Run[]>();
+        runs.set(phase.id, byTarget);
+        const list = byTarget.get(target.name) ?? [];
+        list.push({ round, ...run });
+        byTarget.set(target.name, list);
+      }
+    }
+    gantryRssByRound.push(readMemory(gantry.pid)?.rss);
+    log(`round ${round + 1}/${settings.rounds} done (gantry RSS ${mb(gantryRssByRound.at(-1))})`);
+  }
+  const memory = {
+    gantry: readMemory(gantry.pid),
+    gantryAfterWarmup,
+    gantryRssByRound,
+    gantryB: gantryB ? readMemory(gantryB.pid) : undefined,
+    bare: readMemory(bare.pid),
+    upstream: readMemory(upstream.pid),
+  };
+
+  // ------------------------------------------------------------------------------------------ aggregation
+  const pooled = (phaseId: string, name: TargetName, field: 'latency' | 'ttfc'): Summary => {
+    const list = runs.get(phaseId)?.get(name) ?? [];
+    const all: number[] = [];
+    for (const r of list) for (const v of r.result[field]) all.push(v);
+    return summarize(all);
+  };
+  const rpsPerRound = (phaseId: string, name: TargetName): number[] =>
+    (runs.get(phaseId)?.get(name) ?? []).map((r) => (r.result.completed * 1000) / r.result.windowMs);
+  const cpuPerRequestUs = (
+    phaseId: string,
+    name: TargetName,
+    which: 'cpuProxyMs' | 'cpuUpstreamMs' | 'cpuBenchMs',
+  ) => {
+    const list = runs.get(phaseId)?.get(name) ?? [];
+    const ms = list.reduce((s, r) => s + r[which], 0);
+    const n = list.reduce((s, r) => s + r.result.completedAll, 0);
+    return n > 0 ? (ms * 1000) / n : Number.NaN;
+  };
+  const newUpstreamConnections = (phaseId: string, name: TargetName) =>
+    (runs.get(phaseId)?.get(name) ?? []).reduce((sum, r) => sum + r.upstreamConnections, 0);
+  const errors: string[] = [];
+  for (const [phaseId, byTarget] of runs) {
+    for (const [name, list] of byTarget) {
+      for (const r of list) {
+        if (r.result.errors > 0) {
+          errors.push(
+            `${phaseId} ${name} round ${r.round + 1}: ${r.result.errors} errors (${r.result.errorSamples.join('; ')})`,
+          );
+        }
+      }
+    }
+  }
+
+  const out: string[] = [];
+  const verdicts: Verdict[] = [];
+  const gantryNames = names.filter((n) => n.startsWith('gantry'));
+  const json: Record<string, unknown> = {
+    version: 1,
+    date: new Date().toISOString(),
+    durationS: 0,
+    host,
+    settings: { ...settings, out: relative(ROOT, settings.out) },
+    targets: TARGETS,
+  };
+
+  // Latency at concurrency 1.
+  if (settings.phases.includes('latency')) {
+    const lat = new Map(names.map((n) => [n, pooled('latency-c1', n, 'latency')] as const));
+    const direct = lat.get('direct') as Summary;
+    out.push(
+      table(
+        `Non-streaming latency, concurrency 1 (ms; ${settings.rounds} x ${settings.latencyRequests} requests per target, pooled)`,
+        ['target', 'p50', 'p90', 'p99', 'mean', 'added p50', 'added p99'],
+        names.map((n) => {
+          const s = lat.get(n) as Summary;
+          const isDirect = n === 'direct';
+          return [
+            n,
+            fmt(s.p50),
+            fmt(s.p90),
+            fmt(s.p99),
+            fmt(s.mean),
+            isDirect ? '' : signed(s.p50 - direct.p50),
+            isDirect ? '' : signed(s.p99 - direct.p99),
+          ];
+        }),
+      ),
+    );
+    for (const n of gantryNames) {
+      const s = lat.get(n) as Summary;
+      verdicts.push({
+        target: n,
+        metric: 'added latency p50, c=1 (ms)',
+        value: s.p50 - direct.p50,
+        limit: `<= ${TARGETS.addedP50Ms} ms`,
+        pass: s.p50 - direct.p50 <= TARGETS.addedP50Ms,
+      });
+      verdicts.push({
+        target: n,
+        metric: 'added latency p99, c=1 (ms)',
+        value: s.p99 - direct.p99,
+        limit: `<= ${TARGETS.addedP99Ms} ms`,
+        pass: s.p99 - direct.p99 <= TARGETS.addedP99Ms,
+      });
+    }
+    json.latency = {
+      concurrency: 1,
+      summaries: Object.fromEntries(names.map((n) => [n, roundSummary(lat.get(n) as Summary)])),
+      addedVsDirect: Object.fromEntries(
+        names
+          .filter((n) => n !== 'direct')
+          .map((n) => [
+            n,
+            {
+              p50: round3((lat.get(n) as Summary).p50 - direct.p50),
+              p99: round3((lat.get(n) as Summary).p99 - direct.p99),
+            },
+          ]),
+      ),
+      perRound: Object.fromEntries(
+        names.map((n) => [
+          n,
+          (runs.get('latency-c1')?.get(n) ?? []).map((r) => roundSummary(summarize(r.result.latency))),
+        ]),
+      ),
+    };
+  }
+
+  // Throughput.
+  const throughputJson: Record<string, unknown> = {};
+  const tRows: string[][] = [];
+  for (const c of settings.concurrency) {
+    const id = `throughput-c${c}`;
+    const perRound = new Map(names.map((n) => [n, rpsPerRound(id, n)] as const));
+    const bareRounds = perRound.get('bare') ?? [];
+    for (const n of names) {
+      const rounds = perRound.get(n) ?? [];
+      const ratio = median(rounds.map((v, i) => (v / (bareRounds[i] ?? Number.NaN)) * 100));
+      const s = pooled(id, n, 'latency');
+      tRows.push([
+        `c=${c}  ${n}`,
+        int0(median(rounds)),
+        `${int0(Math.min(...rounds))}-${int0(Math.max(...rounds))}`,
+        n === 'direct' || n === 'bare' ? '' : `${ratio.toFixed(1)} %`,
+        n === 'direct' ? '' : fmt(cpuPerRequestUs(id, n, 'cpuProxyMs'), 0),
+        n.startsWith('gantry')
+          ? `${((cpuPerRequestUs(id, 'bare', 'cpuProxyMs') / cpuPerRequestUs(id, n, 'cpuProxyMs')) * 100).toFixed(0)} %`
+          : '',
+        fmt(s.p50, 2),
+        fmt(s.p99, 2),
+        int0(newUpstreamConnections(id, n)),
+      ]);
+      if (n.startsWith('gantry')) {
+        verdicts.push({
+          target: n,
+          metric: `throughput c=${c}, % of bare proxy`,
+          value: ratio,
+          limit: `>= ${TARGETS.throughputPctOfBare} %`,
+          pass: ratio >= TARGETS.throughputPctOfBare,
+        });
+      }
+    }
+    throughputJson[`c${c}`] = {
+      concurrency: c,
+      rpsMedian: Object.fromEntries(names.map((n) => [n, Math.round(median(perRound.get(n) ?? []))])),
+      rpsPerRound: Object.fromEntries(
+        names.map((n) => [n, (perRound.get(n) ?? []).map((v) => Math.round(v))]),
+      ),
+      pctOfBare: Object.fromEntries(
+        gantryNames.map((n) => [
+          n,
+          round3(median((perRound.get(n) ?? []).map((v, i) => (v / (bareRounds[i] ?? Number.NaN)) * 100))),
+        ]),
+      ),
+      cpuBoundPctOfBare: Object.fromEntries(
+        gantryNames.map((n) => [
+          n,
+          round3((cpuPerRequestUs(id, 'bare', 'cpuProxyMs') / cpuPerRequestUs(id, n, 'cpuProxyMs')) * 100),
+        ]),
+      ),
+      cpuUsPerRequest: Object.fromEntries(
+        names.map((n) => [
+          n,
+          {
+            proxy: n === 'direct' ? null : round3(cpuPerRequestUs(id, n, 'cpuProxyMs')),
+            upstream: round3(cpuPerRequestUs(id, n, 'cpuUpstreamMs')),
+            bench: round3(cpuPerRequestUs(id, n, 'cpuBenchMs')),
+          },
+        ]),
+      ),
+      latency: Object.fromEntries(names.map((n) => [n, roundSummary(pooled(id, n, 'latency'))])),
+      newUpstreamConnections: Object.fromEntries(names.map((n) => [n, newUpstreamConnections(id, n)])),
+    };
+  }
+  if (tRows.length > 0)
+    out.push(
+      table(
+        `Non-streaming throughput (req/s: median of ${settings.rounds} round(s) of ${settings.throughputMs} ms; CPU us/req: the proxy process's CPU per request; bare CPU / CPU: the req/s ratio if both were CPU-bound)`,
+        [
+          'concurrency  target',
+          'req/s',
+          'min-max',
+          '% of bare',
+          'CPU us/req',
+          'bare CPU / CPU',
+          'p50 ms',
+          'p99 ms',
+          'new upstream conns',
+        ],
+        tRows,
+      ),
+    );
+  json.throughput = throughputJson;
+
+  // Streaming.
+  const streamJson: Record<string, unknown> = {};
+  const sRows: string[][] = [];
+  const streamCs = settings.phases.includes('stream') ? [1, ...settings.streamConcurrency] : [];
+  for (const c of streamCs) {
+    const id = `stream-c${c}`;
+    const ttfc = new Map(names.map((n) => [n, pooled(id, n, 'ttfc')] as const));
+    const total = new Map(names.map((n) => [n, pooled(id, n, 'latency')] as const));
+    const bareTtfc = ttfc.get('bare') as Summary;
+    for (const n of names) {
+      const t = ttfc.get(n) as Summary;
+      const s = total.get(n) as Summary;
+      const rps = c === 1 ? Number.NaN : median(rpsPerRound(id, n));
+      sRows.push([
+        `c=${c}  ${n}`,
+        fmt(t.p50),
+        fmt(t.p99),
+        n === 'direct' || n === 'bare' ? '' : signed(t.p50 - bareTtfc.p50),
+        fmt(s.p50),
+        fmt(s.p99),
+        c === 1 ? '' : int0(rps),
+        n === 'direct' ? '' : fmt(cpuPerRequestUs(id, n, 'cpuProxyMs'), 0),
+        int0(newUpstreamConnections(id, n)),
+      ]);
+      if (c === 1 && n.startsWith('gantry')) {
+        verdicts.push({
+          target: n,
+          metric: 'TTFC p50 vs bare proxy, c=1 (ms)',
+          value: t.p50 - bareTtfc.p50,
+          limit: `<= +${TARGETS.ttfcVsBareMs} ms`,
+          pass: t.p50 - bareTtfc.p50 <= TARGETS.ttfcVsBareMs,
+        });
+      }
+    }
+    streamJson[`c${c}`] = {
+      concurrency: c,
+      ttfc: Object.fromEntries(names.map((n) => [n, roundSummary(ttfc.get(n) as Summary)])),
+      total: Object.fromEntries(names.map((n) => [n, roundSummary(total.get(n) as Summary)])),
+      ttfcP50VsBare: Object.fromEntries(
+        names.map((n) => [n, round3((ttfc.get(n) as Summary).p50 - bareTtfc.p50)]),
+      ),
+      streamsPerSecond:
+        c === 1 ? null : Object.fromEntries(names.map((n) => [n, Math.round(median(rpsPerRound(id, n)))])),
+      newUpstreamConnections: Object.fromEntries(names.map((n) => [n, newUpstreamConnections(id, n)])),
+      cpuUsPerStream: Object.fromEntries(
+        names.filter((n) => n !== 'direct').map((n) => [n, round3(cpuPerRequestUs(id, n, 'cpuProxyMs'))]),
+      ),
+    };
+  }
+  if (sRows.length > 0)
+    out.push(
+      table(
+        `Streaming (${settings.chunks} content chunks, gap ${settings.gapMs} ms; TTFC = request start to first content chunk; ms)`,
+        [
+          'concurrency  target',
+          'TTFC p50',
+          'TTFC p99',
+          'TTFC p50 vs bare',
+          'total p50',
+          'total p99',
+          'streams/s',
+          'CPU us/stream',
+          'new upstream conns',
+        ],
+        sRows,
+      ),
+    );
+  json.streaming = streamJson;
+
+  // Memory.
+  out.push(
+    table(
+      'Memory (resident set)',
+      ['process', 'peak (VmHWM)', 'at end (VmRSS)', 'after warm-up'],
+      [
+        ['gantry', mb(memory.gantry?.peakRss), mb(memory.gantry?.rss), mb(memory.gantryAfterWarmup?.rss)],
+        ...(gantryB ? [['gantry-b', mb(memory.gantryB?.peakRss), mb(memory.gantryB?.rss), '']] : []),
+        ['bare proxy', mb(memory.bare?.peakRss), mb(memory.bare?.rss), ''],
+        ['upstream', mb(memory.upstream?.peakRss), mb(memory.upstream?.rss), ''],
+      ],
+    ),
+  );
+  json.memory = memory;
+
+  // Targets.
+  out.push(
+    table(
+      'Targets',
+      ['target', 'metric', 'result', 'limit', 'verdict'],
+      verdicts.map((v) => [
+        v.target,
+        v.metric,
+        v.metric.includes('%') ? `${v.value.toFixed(1)} %` : signed(v.value),
+        v.limit,
+        v.pass ? 'PASS' : 'MISS',
+      ]),
+    ),
+  );
+  json.verdicts = verdicts.map((v) => ({ ...v, value: round3(v.value) }));
+  json.errors = errors;
+  if (errors.length > 0) {
+    out.push(`\nWARNING: requests failed, the numbers above are not trustworthy:\n  ${errors.join('\n  ')}`);
+  }
+  process.stdout.write(`${out.join('\n')}\n`);
+
+  // Stop everything (Gantry writes its CPU profile on its way out).
+  for (const pool of openPools) await pool.close().catch(() => undefined);
+  await stopChild(gantry, settings.profile ? 15_000 : 5_000);
+  let profile: ProfileSummary | undefined;
+  if (settings.profile) {
+    const file = readdirSync(profileDir).find((f) => f.endsWith('.cpuprofile'));
+    if (file) {
+      profile = summarizeProfile(join(profileDir, file), 30);
+      process.stdout.write(`\n${formatProfile({ ...profile, file: relative(ROOT, profile.file) })}\n`);
+    } else {
+      process.stdout.write('\n(no CPU profile was written by Gantry)\n');
+    }
+  }
+  await cleanup();
+
+  json.durationS = Math.round((Date.now() - started) / 100) / 10;
+  if (profile) json.profile = { ...profile, file: relative(ROOT, profile.file) };
+  mkdirSync(resultsDir, { recursive: true });
+  writeFileSync(settings.out, toJsonText(json));
+  log(`results written to ${relative(ROOT, settings.out)} (${json.durationS} s in all)`);
+  return errors.length > 0 ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  async (err: unknown) => {
+    if (interrupted) return; // the signal handler is already cleaning up and will exit
+    process.stderr.write(
+      `bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    await cleanup().catch(() => undefined);
+    process.exit(1);
+  },
+);

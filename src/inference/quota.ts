@@ -1,0 +1,119 @@
+import type { Ceilings, GantryConfig, ModelEntry } from '../config/types.js';
+import { GantryError } from '../errors.js';
+import {
+  accountBucket,
+  type BucketLimits,
+  type BucketQuota,
+  type BucketSpec,
+  modelBucket,
+  type Refusal,
+  tightest,
+} from '../limits/index.js';
+
+const DEFAULT_WINDOW_SECONDS = 60;
+const METRIC_NAMES = {
+  concurrency: 'concurrency',
+  requests: 'requests',
+  inputTokens: 'input_tokens',
+  outputTokens: 'output_tokens',
+} as const;
+
+const specCache = new WeakMap<GantryConfig, Map<string, readonly BucketSpec[]>>();
+
+/**
+ * The account bucket and the account×model bucket for a tier and a model. Ceilings come from the tier,
+ * then the model's own `limits`, then the tier's per-model override. Built once per tier and model.
+ */
+export function bucketsFor(config: GantryConfig, tierName: string, model: ModelEntry): readonly BucketSpec[] {
+  let cache = specCache.get(config);
+  if (!cache) {
+    cache = new Map();
+    specCache.set(config, cache);
+  }
+  const cacheKey = `${tierName}\u0000${model.namespace}`;
+  let specs = cache.get(cacheKey);
+  if (!specs) {
+    const tier = config.tiers[tierName] ?? {};
+    const window = tier.window_seconds ?? DEFAULT_WINDOW_SECONDS;
+    const modelCeilings = { ...tier.model, ...model.limits, ...tier.models?.[model.namespace] };
+    specs = [
+      accountBucket(toLimits(tier.account, window)),
+      modelBucket(model.namespace, toLimits(modelCeilings, window)),
+    ];
+    cache.set(cacheKey, specs);
+  }
+  return specs;
+}
+
+function toLimits(c: Ceilings | undefined, windowSeconds: number): BucketLimits {
+  const limits: BucketLimits = { windowSeconds };
+  if (c?.concurrency !== undefined) limits.concurrency = c.concurrency;
+  if (c?.requests !== undefined) limits.requests = c.requests;
+  if (c?.input_tokens !== undefined) limits.inputTokens = c.input_tokens;
+  if (c?.output_tokens !== undefined) limits.outputTokens = c.output_tokens;
+  return limits;
+}
+
+/**
+ * Success headers: the spec's X-RateLimit-* (requests) and x-gantry-ratelimit-* (tokens in/out), and
+ * OpenAI's x-ratelimit-{limit,remaining,reset}-{requests,tokens}. Each shows the tightest bucket.
+ */
+export function quotaHeaders(quota: readonly BucketQuota[]): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const now = Date.now();
+  const requests = tightest(quota, 'requests');
+  if (requests) {
+    headers['x-ratelimit-limit'] = String(requests.limit);
+    headers['x-ratelimit-remaining'] = String(requests.remaining);
+    headers['x-ratelimit-reset'] = String(Math.ceil(requests.resetAt / 1000));
+    headers['x-ratelimit-limit-requests'] = String(requests.limit);
+    headers['x-ratelimit-remaining-requests'] = String(requests.remaining);
+    headers['x-ratelimit-reset-requests'] = openAIDuration(requests.resetAt - now);
+  }
+  const tokensIn = tightest(quota, 'inputTokens');
+  if (tokensIn) {
+    headers['x-gantry-ratelimit-limit-tokens-in'] = String(tokensIn.limit);
+    headers['x-gantry-ratelimit-remaining-tokens-in'] = String(tokensIn.remaining);
+    headers['x-ratelimit-limit-tokens'] = String(tokensIn.limit);
+    headers['x-ratelimit-remaining-tokens'] = String(tokensIn.remaining);
+    headers['x-ratelimit-reset-tokens'] = openAIDuration(tokensIn.resetAt - now);
+  }
+  const tokensOut = tightest(quota, 'outputTokens');
+  if (tokensOut) {
+    headers['x-gantry-ratelimit-limit-tokens-out'] = String(tokensOut.limit);
+    headers['x-gantry-ratelimit-remaining-tokens-out'] = String(tokensOut.remaining);
+  }
+  const window = requests ?? tokensIn ?? tokensOut;
+  if (window) headers['x-gantry-ratelimit-window'] = String(window.windowSeconds);
+  return headers;
+}
+
+/** OpenAI writes reset times as durations such as `1s`, `6m0s`, `120ms`. */
+function openAIDuration(ms: number): string {
+  if (ms <= 0) return '0s';
+  if (ms < 1000) return `${Math.ceil(ms)}ms`;
+  const seconds = Math.ceil(ms / 1000);
+  if (seconds < 60) return `${seconds}s`;
+  return `${Math.floor(seconds / 60)}m${seconds % 60}s`;
+}
+
+/** 429 RATE_LIMIT_EXCEEDED with Retry-After (whole seconds, absent when not positive) and details. */
+export function refusalError(refusal: Refusal): GantryError {
+  const retryAfter = Math.ceil(refusal.retryAfterMs / 1000);
+  const metric = METRIC_NAMES[refusal.metric];
+  const scope = refusal.bucket === 'account' ? 'account' : 'model';
+  return new GantryError('RATE_LIMIT_EXCEEDED', {
+    message: refusal.neverFits
+      ? `This request alone exceeds the ${scope} limit of ${refusal.limit} ${metric.replace('_', ' ')}`
+      : `Rate limit exceeded: ${metric.replace('_', ' ')} of the ${scope} (limit ${refusal.limit})`,
+    details: {
+      metric,
+      scope,
+      limit: refusal.limit,
+      window_seconds: refusal.windowSeconds,
+      reset: Math.ceil(refusal.resetAt / 1000),
+      retry_after_seconds: Math.max(retryAfter, 0),
+    },
+    ...(retryAfter > 0 ? { headers: { 'retry-after': String(retryAfter) } } : {}),
+  });
+}

@@ -1,0 +1,227 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Gantry } from '../app.js';
+import type { CatalogModel } from '../catalog.js';
+import { GantryError } from '../errors.js';
+import { type Admission, type Lease, LimiterUnavailableError } from '../limits/index.js';
+import { computeCost, toCredits } from '../metering/pricing.js';
+import { creditRefusal, newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
+import { bucketsFor, quotaHeaders, refusalError } from './quota.js';
+import { principalOf } from './resolve.js';
+import type { StreamMeter, TokenUsage } from './usage-capture.js';
+
+/** Output tokens to reserve: the request's own maximum, else the configured default. */
+export function maxOutputTokens(body: Record<string, unknown>, fallback: number): number {
+  const max = body.max_completion_tokens ?? body.max_tokens ?? body.max_output_tokens;
+  return typeof max === 'number' && max > 0 ? max : fallback;
+}
+
+export interface TicketRequest {
+  api: UsageApi;
+  model: CatalogModel;
+  /** Estimated input tokens (tiktoken), reserved against the token limits. */
+  inputTokens: number;
+  /** Output tokens reserved: the request's maximum or the model's default. */
+  outputTokens: number;
+  stream: boolean;
+}
+
+/**
+ * One admitted inference call: it passed the credit check and the rate limits, and when the client's
+ * connection closes (whatever happened) it reconciles the limits with the real usage, writes one usage
+ * record and updates the metrics. Routes only fill in what they learn: provider, usage, stream meter.
+ */
+export class Ticket {
+  provider = 'none';
+  /** The upstream's usage, when it reported one. */
+  usage: TokenUsage | undefined;
+  /** Set for streams: counts what was delivered when the upstream's usage never came. */
+  meter: StreamMeter | undefined;
+  /** Set by the stream writer: a stream ends "ok" on the wire even when the upstream broke. */
+  streamFailed = false;
+  /** true once a provider answered: a failure before that costs nothing. */
+  private upstreamCalled = false;
+  private readonly startedAt = performance.now();
+  private finished = false;
+  private leaseTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly gantry: Gantry,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly req: TicketRequest,
+    private readonly lease: Lease,
+  ) {}
+
+  /** Called once, when the response is over (sent, failed or abandoned by the client). */
+  finish(): void {
+    if (this.finished) return;
+    this.finished = true;
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    const { gantry, req, reply } = this;
+    const res = reply.raw;
+    const latencyMs = performance.now() - this.startedAt;
+    const status = res.statusCode;
+    const outcome: UsageOutcome = !res.writableFinished
+      ? 'client_aborted'
+      : this.streamFailed || status >= 400
+        ? 'error'
+        : 'ok';
+
+    const used = this.tokensUsed();
+    const entry = req.model.entry;
+    const cost = computeCost(
+      entry.pricing,
+      {
+        inputTokens: used.inputTokens,
+        cachedInputTokens: used.cachedInputTokens,
+        outputTokens: used.outputTokens,
+      },
+      { billable: entry.billable ?? false, modelType: entry.type },
+    );
+    const credits =
+      cost.cost === 0 ? 0 : toCredits(cost.cost, cost.currency, gantry.config.credits.perCurrency);
+    void gantry.services.limiter.release(this.lease, {
+      inputTokens: used.inputTokens,
+      outputTokens: used.outputTokens,
+    });
+
+    const principal = principalOf(this.request);
+    const ttftMs = this.meter?.firstTokenAt === undefined ? null : this.meter.firstTokenAt - this.startedAt;
+    gantry.services.usage.add({
+      id: newUsageId(),
+      time: new Date().toISOString(),
+      account_id: principal.account.id,
+      key_id: principal.key.id,
+      model: entry.namespace,
+      provider: this.provider,
+      api: req.api,
+      outcome,
+      status,
+      error_id: this.request.errorId ?? (this.streamFailed ? 'UPSTREAM_ERROR' : null),
+      input_tokens: used.inputTokens,
+      cached_input_tokens: used.cachedInputTokens,
+      output_tokens: used.outputTokens,
+      media_units: null,
+      cost: cost.cost,
+      currency: cost.currency,
+      credits,
+      latency_ms: Math.round(latencyMs * 1000) / 1000,
+      ttft_ms: ttftMs === null ? null : Math.round(ttftMs * 1000) / 1000,
+      stream: req.stream,
+    });
+
+    const m = gantry.services.metrics;
+    const labels = {
+      gen_ai_operation_name: req.api,
+      gen_ai_request_model: entry.namespace,
+      gen_ai_provider_name: this.provider,
+    };
+    m.inflight.dec({ route: req.api });
+    if (req.stream) m.inflightStreams.dec();
+    m.genAiDuration.observe({ ...labels, error_type: outcome === 'ok' ? '' : outcome }, latencyMs / 1000);
+    if (ttftMs !== null) m.timeToFirstToken.observe(labels, ttftMs / 1000);
+    if (used.inputTokens > 0)
+      m.tokenUsage.observe({ ...labels, gen_ai_token_type: 'input' }, used.inputTokens);
+    if (used.outputTokens > 0)
+      m.tokenUsage.observe({ ...labels, gen_ai_token_type: 'output' }, used.outputTokens);
+    const tokenLabels = { model: entry.namespace, provider: this.provider };
+    m.tokens.inc({ ...tokenLabels, direction: 'input' }, used.inputTokens);
+    m.tokens.inc({ ...tokenLabels, direction: 'output' }, used.outputTokens);
+    m.tokens.inc({ ...tokenLabels, direction: 'cached_input' }, used.cachedInputTokens);
+  }
+
+  /** Notes the provider that answered (for the usage record and the metric labels). */
+  servedBy(provider: string): void {
+    this.provider = provider;
+    this.request.labels.provider = provider;
+    this.upstreamCalled = true;
+  }
+
+  /** Streams can outlive a lease: push its expiry forward while the response is open. */
+  keepLeaseAlive(): void {
+    const every = Math.max(1_000, Math.floor(this.lease.leaseMs / 3));
+    this.leaseTimer = setInterval(() => void this.gantry.services.limiter.extend(this.lease), every);
+    this.leaseTimer.unref();
+  }
+
+  private tokensUsed(): TokenUsage {
+    const reported = this.usage ?? this.meter?.usage;
+    if (reported) return reported;
+    if (!this.upstreamCalled)
+      return { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reported: false };
+    // No usage from the upstream (cut stream, client gone): the prompt was sent, the output is what arrived.
+    return {
+      inputTokens: this.req.inputTokens,
+      cachedInputTokens: 0,
+      outputTokens: this.meter ? this.meter.countDelivered() : 0,
+      reported: false,
+    };
+  }
+}
+
+/**
+ * Admits an inference call: credits first (402), then the rate limits (429), then sets the rate-limit
+ * headers. The returned ticket finishes itself when the client's connection closes.
+ */
+export async function openTicket(
+  gantry: Gantry,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  req: TicketRequest,
+): Promise<Ticket> {
+  const { account } = principalOf(request);
+  const entry = req.model.entry;
+  const services = gantry.services;
+
+  if (entry.billable) {
+    const estimate = computeCost(
+      entry.pricing,
+      { inputTokens: req.inputTokens, outputTokens: req.outputTokens },
+      { billable: true, modelType: entry.type },
+    );
+    const needed = toCredits(estimate.cost, estimate.currency, gantry.config.credits.perCurrency);
+    const refusal = creditRefusal(await services.credits.balance(account.id), needed);
+    if (refusal) {
+      throw new GantryError(refusal, {
+        details:
+          refusal === 'PAYMENT_REQUIRED'
+            ? 'The account balance is negative: add credits to continue.'
+            : `This request may cost up to ${needed} credits, more than the account holds.`,
+      });
+    }
+  }
+
+  let admission: Admission;
+  try {
+    admission = await services.limiter.admit({
+      accountId: account.id,
+      buckets: bucketsFor(gantry.config, account.tier, entry),
+      inputTokens: req.inputTokens,
+      outputTokens: req.outputTokens,
+    });
+  } catch (err) {
+    if (!(err instanceof LimiterUnavailableError)) throw err;
+    throw new GantryError('SERVICE_UNAVAILABLE', {
+      message: 'The rate limiter is unavailable and this gateway is set to refuse requests meanwhile',
+      headers: { 'retry-after': '1' },
+      cause: err,
+    });
+  }
+  if (!admission.ok) {
+    services.metrics.rateLimited.inc({
+      metric: admission.refusal.metric,
+      scope: admission.refusal.bucket === 'account' ? 'account' : 'model',
+    });
+    throw refusalError(admission.refusal);
+  }
+  reply.headers(quotaHeaders(admission.quota));
+
+  const ticket = new Ticket(gantry, request, reply, req, admission.lease);
+  services.metrics.inflight.inc({ route: req.api });
+  if (req.stream) {
+    services.metrics.inflightStreams.inc();
+    ticket.keepLeaseAlive();
+  }
+  reply.raw.once('close', () => ticket.finish());
+  return ticket;
+}

@@ -1,0 +1,34 @@
+/**
+ * ioredis settings for a limiter connection. Admission sits on the request path, so a Redis problem
+ * must surface within a bound (and become LimiterUnavailableError) instead of queueing requests:
+ * commands time out, nothing is queued while disconnected, nothing is resent after a reconnect (an
+ * admission that may have landed must not be replayed), and reconnection keeps trying in the background
+ * so the limiter recovers by itself.
+ */
+import { Redis, type RedisOptions } from 'ioredis';
+
+export interface LimiterRedisOptions {
+  /** Per-command deadline. */
+  commandTimeoutMs?: number;
+  connectTimeoutMs?: number;
+  /** Ceiling of the reconnect backoff: how stale the limiter can stay after Redis comes back. */
+  maxReconnectDelayMs?: number;
+}
+
+export const DEFAULT_COMMAND_TIMEOUT_MS = 200;
+
+export function limiterRedisOptions(options: LimiterRedisOptions = {}): RedisOptions {
+  const maxDelay = options.maxReconnectDelayMs ?? 1000;
+  return {
+    commandTimeout: options.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    connectTimeout: options.connectTimeoutMs ?? 1000,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    autoResendUnfulfilledCommands: false,
+    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 10), maxDelay),
+  };
+}
+
+export function createLimiterRedis(url: string, options: LimiterRedisOptions = {}): Redis {
+  return new Redis(url, limiterRedisOptions(options));
+}

@@ -1,0 +1,145 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Gantry's Prometheus metrics. Names follow the OpenTelemetry GenAI semantic conventions where one exists
+ * (gen_ai_client_token_usage, gen_ai_server_request_duration_seconds,
+ * gen_ai_server_time_to_first_token_seconds). Labels take only bounded values: route patterns, catalogue
+ * model names, provider names, statuses, error ids. Never a key, an account or a user.
+ */
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+const OVERHEAD_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1];
+const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576];
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: 'gantry_http_requests_total',
+    help: 'HTTP requests by route, model, provider and status',
+    labelNames: ['route', 'method', 'status', 'model', 'provider'] as const,
+    registers: [this.registry],
+  });
+
+  readonly requestDuration = new Histogram({
+    name: 'gantry_http_request_duration_seconds',
+    help: 'HTTP request duration (until the last byte for streams)',
+    labelNames: ['route', 'status', 'model', 'provider'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly genAiDuration = new Histogram({
+    name: 'gen_ai_server_request_duration_seconds',
+    help: 'GenAI operation duration (OpenTelemetry gen_ai.server.request.duration)',
+    labelNames: [
+      'gen_ai_operation_name',
+      'gen_ai_request_model',
+      'gen_ai_provider_name',
+      'error_type',
+    ] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly timeToFirstToken = new Histogram({
+    name: 'gen_ai_server_time_to_first_token_seconds',
+    help: 'Time to the first streamed token (OpenTelemetry gen_ai.server.time_to_first_token)',
+    labelNames: ['gen_ai_operation_name', 'gen_ai_request_model', 'gen_ai_provider_name'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly tokenUsage = new Histogram({
+    name: 'gen_ai_client_token_usage',
+    help: 'Tokens per request by direction (OpenTelemetry gen_ai.client.token.usage)',
+    labelNames: [
+      'gen_ai_operation_name',
+      'gen_ai_request_model',
+      'gen_ai_provider_name',
+      'gen_ai_token_type',
+    ] as const,
+    buckets: TOKEN_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly tokens = new Counter({
+    name: 'gantry_tokens_total',
+    help: 'Tokens processed, by direction (input, output, cached_input)',
+    labelNames: ['model', 'provider', 'direction'] as const,
+    registers: [this.registry],
+  });
+
+  readonly overhead = new Histogram({
+    name: 'gantry_overhead_seconds',
+    help: "Gantry's own time per request: total minus the time spent waiting on the upstream",
+    labelNames: ['route'] as const,
+    buckets: OVERHEAD_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly rateLimited = new Counter({
+    name: 'gantry_rate_limit_rejections_total',
+    help: 'Requests refused by a rate limit, by the metric that ran out and the bucket scope',
+    labelNames: ['metric', 'scope'] as const,
+    registers: [this.registry],
+  });
+
+  readonly upstreamErrors = new Counter({
+    name: 'gantry_upstream_errors_total',
+    help: 'Failed upstream calls by provider and failure kind',
+    labelNames: ['provider', 'failure'] as const,
+    registers: [this.registry],
+  });
+
+  readonly fallbacks = new Counter({
+    name: 'gantry_fallbacks_total',
+    help: 'Moves to the next provider after a failure, by the provider that failed',
+    labelNames: ['provider', 'model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly inflight = new Gauge({
+    name: 'gantry_inflight_requests',
+    help: 'Requests in progress',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+
+  readonly inflightStreams = new Gauge({
+    name: 'gantry_inflight_streams',
+    help: 'SSE streams in progress',
+    registers: [this.registry],
+  });
+
+  readonly limiterUp = new Gauge({
+    name: 'gantry_limiter_up',
+    help: '1 when the rate limiter backend answers, 0 when it is unreachable',
+    labelNames: ['backend'] as const,
+    registers: [this.registry],
+  });
+
+  readonly limiterFailures = new Counter({
+    name: 'gantry_limiter_unavailable_total',
+    help: 'Admissions decided by the failure policy because the limiter backend was unreachable',
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
+
+  readonly usageSinkUp = new Gauge({
+    name: 'gantry_usage_sink_up',
+    help: '1 when the last write to the usage sink succeeded',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+
+  readonly usagePending = new Gauge({
+    name: 'gantry_usage_records_pending',
+    help: 'Usage records waiting to be written',
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -1,0 +1,119 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { Redis } from 'ioredis';
+import type { GantryConfig } from './config/types.js';
+import { type Limiter, MemoryLimiter, RedisLimiter, withFailurePolicy } from './limits/index.js';
+import { sharedEncoder } from './metering/tokens.js';
+import { Metrics } from './metrics.js';
+import type { SqliteStore } from './store/sqlite.js';
+import {
+  CreditDebitSink,
+  type CreditStore,
+  JsonlUsageSink,
+  RedisCreditStore,
+  RedisStreamSink,
+  SqliteCreditStore,
+  SqliteUsageSink,
+  UsageBatcher,
+  type UsageSink,
+} from './usage/index.js';
+
+/** The stateful parts behind limits and metering, in-process or on Redis depending on the mode. */
+export interface Services {
+  mode: 'embedded' | 'redis';
+  limiter: Limiter;
+  credits: CreditStore;
+  usage: UsageBatcher;
+  /** The SQLite ledger in embedded mode (for the CLI and tests); absent on Redis. */
+  ledger: SqliteUsageSink | undefined;
+  metrics: Metrics;
+  close(): Promise<void>;
+}
+
+export interface ServiceOptions {
+  log: FastifyBaseLogger;
+  /** Process-wide metrics (GC, memory); off in tests that build many apps. */
+  processMetrics?: boolean;
+}
+
+export function createServices(config: GantryConfig, store: SqliteStore, options: ServiceOptions): Services {
+  const { log } = options;
+  const metrics = new Metrics({ processMetrics: options.processMetrics ?? true });
+  // The tokenizer takes ~300 ms to build: pay it at start-up, not on the first request.
+  sharedEncoder();
+
+  let limiter: Limiter;
+  let credits: CreditStore;
+  const sinks: UsageSink[] = [];
+  let ledger: SqliteUsageSink | undefined;
+  let redis: Redis | undefined;
+  const backend = config.redisUrl ? 'redis' : 'memory';
+
+  if (config.redisUrl) {
+    limiter = new RedisLimiter({
+      url: config.redisUrl,
+      leaseMs: config.limits.leaseMs,
+      commandTimeoutMs: config.limits.redisTimeoutMs,
+      onError: (error) => log.debug({ err: error.message }, 'limiter redis connection error'),
+    });
+    // Metering tolerates a slow Redis (the batcher retries), so it gets its own, patient connection.
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
+    redis.on('error', (error: Error) => log.debug({ err: error.message }, 'usage redis connection error'));
+    credits = new RedisCreditStore(redis, {
+      defaultBalance: config.credits.defaultBalance,
+      balanceCacheMs: 1_000,
+    });
+    sinks.push(new RedisStreamSink(redis, { stream: config.usage.stream }));
+  } else {
+    limiter = new MemoryLimiter({ leaseMs: config.limits.leaseMs });
+    credits = new SqliteCreditStore(store.handle, { defaultBalance: config.credits.defaultBalance });
+    ledger = new SqliteUsageSink(store.handle);
+    sinks.push(ledger);
+  }
+  sinks.push(new CreditDebitSink(credits));
+  if (config.usage.jsonlPath) sinks.push(new JsonlUsageSink(config.usage.jsonlPath));
+
+  metrics.limiterUp.set({ backend }, 1);
+  const guarded = withFailurePolicy(limiter, config.limits.failurePolicy, (error) => {
+    metrics.limiterUp.set({ backend }, 0);
+    metrics.limiterFailures.inc({ policy: config.limits.failurePolicy });
+    log.warn({ err: error.message, policy: config.limits.failurePolicy }, 'rate limiter unavailable');
+  });
+
+  const usage = new UsageBatcher({
+    sinks,
+    flushIntervalMs: config.usage.flushMs,
+    onError: (error, sink) => {
+      metrics.usageSinkUp.set({ sink }, 0);
+      log.error(
+        { err: error instanceof Error ? error.message : String(error), sink },
+        'usage sink write failed',
+      );
+    },
+    onDrop: (count, reason, sink) => log.error({ count, reason, sink }, 'usage records dropped'),
+  });
+  for (const sink of sinks) metrics.usageSinkUp.set({ sink: sink.name ?? 'sink' }, 1);
+
+  return {
+    mode: config.redisUrl ? 'redis' : 'embedded',
+    limiter: {
+      admit: async (request) => {
+        const admission = await guarded.admit(request);
+        if (!admission.ok || !admission.failedOpen) metrics.limiterUp.set({ backend }, 1);
+        return admission;
+      },
+      release: (lease, used) => guarded.release(lease, used),
+      extend: (lease, ms) => guarded.extend(lease, ms),
+      close: () => guarded.close(),
+    },
+    credits,
+    usage,
+    ledger,
+    metrics,
+    close: async () => {
+      await usage.close();
+      await guarded.close();
+      await credits.close();
+      if (redis) redis.disconnect();
+    },
+  };
+}

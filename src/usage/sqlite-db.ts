@@ -1,0 +1,20 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'libsql';
+
+export type SqliteDatabase = InstanceType<typeof Database>;
+
+export interface OpenedDatabase {
+  db: SqliteDatabase;
+  /** true when we opened it and so must close it. */
+  owned: boolean;
+}
+
+/** A path opens the file (WAL, as the store does); a Database handle is shared and left open by us. */
+export function openDatabase(source: string | SqliteDatabase): OpenedDatabase {
+  if (typeof source !== 'string') return { db: source, owned: false };
+  if (source !== ':memory:') mkdirSync(dirname(source), { recursive: true });
+  const db = new Database(source);
+  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
+  return { db, owned: true };
+}

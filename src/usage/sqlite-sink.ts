@@ -1,0 +1,195 @@
+import type { UsageApi, UsageOutcome, UsageRecord } from './record.js';
+import { assertUsageBatch } from './record.js';
+import type { UsageSink } from './sink.js';
+import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS usage_records (
+  id TEXT PRIMARY KEY,
+  time TEXT NOT NULL,
+  account_id TEXT NOT NULL,
+  key_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  provider TEXT NOT NULL,
+  api TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  status INTEGER NOT NULL,
+  error_id TEXT,
+  input_tokens INTEGER NOT NULL,
+  cached_input_tokens INTEGER NOT NULL,
+  output_tokens INTEGER NOT NULL,
+  media_unit TEXT,
+  media_quantity REAL,
+  cost REAL NOT NULL,
+  currency TEXT NOT NULL,
+  credits REAL NOT NULL,
+  latency_ms REAL NOT NULL,
+  ttft_ms REAL,
+  stream INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS usage_records_account_time ON usage_records (account_id, time);
+CREATE INDEX IF NOT EXISTS usage_records_model_time ON usage_records (model, time);
+`;
+
+const COLUMNS = [
+  'id',
+  'time',
+  'account_id',
+  'key_id',
+  'model',
+  'provider',
+  'api',
+  'outcome',
+  'status',
+  'error_id',
+  'input_tokens',
+  'cached_input_tokens',
+  'output_tokens',
+  'media_unit',
+  'media_quantity',
+  'cost',
+  'currency',
+  'credits',
+  'latency_ms',
+  'ttft_ms',
+  'stream',
+] as const;
+
+interface UsageRow {
+  id: string;
+  time: string;
+  account_id: string;
+  key_id: string;
+  model: string;
+  provider: string;
+  api: string;
+  outcome: string;
+  status: number;
+  error_id: string | null;
+  input_tokens: number;
+  cached_input_tokens: number;
+  output_tokens: number;
+  media_unit: string | null;
+  media_quantity: number | null;
+  cost: number;
+  currency: string;
+  credits: number;
+  latency_ms: number;
+  ttft_ms: number | null;
+  stream: number;
+}
+
+export interface UsageQuery {
+  accountId: string;
+  /** Inclusive ISO lower bound. */
+  from?: string;
+  /** Exclusive ISO upper bound. */
+  to?: string;
+  limit?: number;
+}
+
+/**
+ * The usage ledger of the embedded mode: table `usage_records` in the SQLite file. INSERT OR IGNORE on
+ * the id makes rewrites no-ops; one transaction per batch makes a batch all-or-nothing and cheap.
+ */
+export class SqliteUsageSink implements UsageSink {
+  readonly name = 'sqlite';
+  private readonly db: SqliteDatabase;
+  private readonly owned: boolean;
+  private readonly insert;
+  private readonly byAccount;
+  private readonly countAll;
+  private readonly insertBatch: (records: UsageRecord[]) => void;
+
+  /** `source`: a file path (opened and later closed here) or an open libsql Database (left open). */
+  constructor(source: string | SqliteDatabase) {
+    ({ db: this.db, owned: this.owned } = openDatabase(source));
+    this.db.exec(SCHEMA);
+    this.insert = this.db.prepare(
+      `INSERT OR IGNORE INTO usage_records (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`,
+    );
+    this.byAccount = this.db.prepare(
+      `SELECT * FROM usage_records WHERE account_id = ? AND time >= ? AND time < ? ORDER BY time, id LIMIT ?`,
+    );
+    this.countAll = this.db.prepare('SELECT COUNT(*) AS n FROM usage_records');
+    this.insertBatch = this.db.transaction((records: UsageRecord[]) => {
+      for (const r of records) this.insert.run(...toParams(r));
+    });
+  }
+
+  async write(records: UsageRecord[]): Promise<void> {
+    if (records.length === 0) return;
+    assertUsageBatch(records);
+    this.insertBatch(records);
+  }
+
+  /** One account's records in time order (the (account_id, time) index). */
+  list(query: UsageQuery): UsageRecord[] {
+    const rows = this.byAccount.all(
+      query.accountId,
+      query.from ?? '',
+      query.to ?? '\uffff',
+      query.limit ?? 1000,
+    ) as UsageRow[];
+    return rows.map(fromRow);
+  }
+
+  count(): number {
+    return (this.countAll.get() as { n: number }).n;
+  }
+
+  async close(): Promise<void> {
+    if (this.owned && this.db.open) this.db.close();
+  }
+}
+
+function toParams(r: UsageRecord): Array<string | number | null> {
+  return [
+    r.id,
+    r.time,
+    r.account_id,
+    r.key_id,
+    r.model,
+    r.provider,
+    r.api,
+    r.outcome,
+    r.status,
+    r.error_id,
+    r.input_tokens,
+    r.cached_input_tokens,
+    r.output_tokens,
+    r.media_units?.unit ?? null,
+    r.media_units?.quantity ?? null,
+    r.cost,
+    r.currency,
+    r.credits,
+    r.latency_ms,
+    r.ttft_ms,
+    r.stream ? 1 : 0,
+  ];
+}
+
+function fromRow(row: UsageRow): UsageRecord {
+  return {
+    id: row.id,
+    time: row.time,
+    account_id: row.account_id,
+    key_id: row.key_id,
+    model: row.model,
+    provider: row.provider,
+    api: row.api as UsageApi,
+    outcome: row.outcome as UsageOutcome,
+    status: row.status,
+    error_id: row.error_id,
+    input_tokens: row.input_tokens,
+    cached_input_tokens: row.cached_input_tokens,
+    output_tokens: row.output_tokens,
+    media_units: row.media_unit === null ? null : { unit: row.media_unit, quantity: row.media_quantity ?? 0 },
+    cost: row.cost,
+    currency: row.currency,
+    credits: row.credits,
+    latency_ms: row.latency_ms,
+    ttft_ms: row.ttft_ms,
+    stream: row.stream === 1,
+  };
+}
