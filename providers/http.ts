@@ -1,5 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
+import { LinkedAbort } from './abort.js';
 import type { ProviderTimeouts } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -15,6 +17,11 @@ export interface UpstreamResponse {
 }
 
 const MAX_ERROR_BODY = 64 * 1024;
+const DRAIN_GRACE_MS = 50;
+
+interface UndiciBody {
+  dump(options?: { limit?: number }): Promise<void>;
+}
 
 /**
  * One keep-alive connection pool to one upstream, with the four timeouts of a provider: connect,
@@ -52,16 +59,16 @@ export class UpstreamClient {
     body: string | undefined,
     clientSignal: AbortSignal,
   ): Promise<UpstreamResponse> {
-    const total = AbortSignal.timeout(this.timeouts.totalMs);
-    const signal = AbortSignal.any([clientSignal, total]);
+    const call = new LinkedAbort(clientSignal, this.timeouts.totalMs);
     let res: Awaited<ReturnType<Pool['request']>>;
     try {
-      res = await this.pool.request({ method, path: this.pathPrefix + path, headers, body, signal });
+      res = await this.pool.request({ method, path: this.pathPrefix + path, headers, body, signal: call.signal });
     } catch (err) {
-      throw this.mapError(err, total, false);
+      call.release();
+      throw this.mapError(err, call, false);
     }
 
-    const wrapped = this.wrapBody(res.body, total);
+    const wrapped = this.wrapBody(res.body, call);
     if (res.statusCode >= 400) {
       const text = await readBounded(wrapped, MAX_ERROR_BODY).catch(() => '');
       throw this.statusError(res.statusCode, res.headers, text);
@@ -71,21 +78,25 @@ export class UpstreamClient {
       headers: res.headers,
       body: wrapped,
       json: async () => {
-        const text = await readBounded(wrapped, Number.POSITIVE_INFINITY);
+        // undici's own text() reads the body without the async-generator hops of iteration.
+        let text: string;
+        try {
+          text = await res.body.text();
+        } catch (err) {
+          throw this.mapError(err, call, true);
+        } finally {
+          call.release();
+        }
         try {
           return JSON.parse(text) as unknown;
         } catch (cause) {
-          throw new UpstreamError(
-            'protocol',
-            this.provider,
-            `${this.provider} sent a body that is not JSON`,
-            {
-              cause,
-            },
-          );
+          throw new UpstreamError('protocol', this.provider, `${this.provider} sent a body that is not JSON`, {
+            cause,
+          });
         }
       },
       dump: async () => {
+        call.release();
         await res.body.dump().catch(() => undefined);
       },
     };
@@ -95,11 +106,33 @@ export class UpstreamClient {
     return this.pool.close();
   }
 
-  private async *wrapBody(body: AsyncIterable<Uint8Array>, total: AbortSignal): AsyncGenerator<Uint8Array> {
+  /**
+   * The body as an async iterable that maps failures to UpstreamError. A consumer that stops early has
+   * usually seen the last event (a chat stream ends at `[DONE]` just before the body does): the rest is
+   * drained for a short grace so the keep-alive connection is reused and no AbortError is built; an
+   * upstream still talking after that is cut off, so it stops spending compute on nobody.
+   */
+  private async *wrapBody(body: Readable & UndiciBody, call: LinkedAbort): AsyncGenerator<Uint8Array> {
+    let ended = false;
     try {
-      for await (const chunk of body) yield chunk;
+      for await (const chunk of body.iterator({ destroyOnReturn: false })) yield chunk as Uint8Array;
+      ended = true;
     } catch (err) {
-      throw this.mapError(err, total, true);
+      ended = true;
+      throw this.mapError(err, call, true);
+    } finally {
+      if (!ended) {
+        const cutOff = setTimeout(() => call.abort(), DRAIN_GRACE_MS);
+        body
+          .dump({ limit: MAX_ERROR_BODY })
+          .catch(() => undefined)
+          .finally(() => {
+            clearTimeout(cutOff);
+            call.release();
+          });
+      } else {
+        call.release();
+      }
     }
   }
 
@@ -126,12 +159,12 @@ export class UpstreamClient {
     });
   }
 
-  private mapError(err: unknown, total: AbortSignal, midBody: boolean): UpstreamError {
+  private mapError(err: unknown, call: LinkedAbort, midBody: boolean): UpstreamError {
     if (err instanceof UpstreamError) return err;
     const code = (err as { code?: string }).code ?? '';
     const name = (err as { name?: string }).name ?? '';
     const p = this.provider;
-    if (total.aborted)
+    if (call.timedOut)
       return new UpstreamError('timeout', p, `${p} exceeded the total timeout`, { cause: err });
     if (name === 'AbortError' || code === 'UND_ERR_ABORTED') {
       return new UpstreamError('aborted', p, 'the client went away', { cause: err });

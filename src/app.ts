@@ -79,6 +79,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
+  const logRequests = ['trace', 'debug', 'info'].includes(app.log.level);
   // First hook, so refused requests are counted too. 'close' fires for every response: hijacked streams
   // and abandoned requests included. One log line per request.
   app.addHook('onRequest', (request, reply, done) => {
@@ -89,9 +90,9 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
       const route = request.routeOptions.url ?? 'unmatched';
       const status = reply.raw.statusCode;
       const { model, provider } = request.labels;
-      metrics.requests.inc({ route, method: request.method, status, model, provider });
-      metrics.requestDuration.observe({ route, status, model, provider }, seconds);
-      request.log.info({ method: request.method, url: request.url, status, ms: seconds * 1000 }, 'request');
+      metrics.requestDone(route, request.method, status, model, provider, seconds);
+      if (logRequests)
+        request.log.info({ method: request.method, url: request.url, status, ms: seconds * 1000 }, 'request');
     });
     done();
   });

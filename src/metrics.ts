@@ -142,4 +142,89 @@ export class Metrics {
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
+
+  // prom-client hashes label objects on every call; the request path instead keeps the children for
+  // each (bounded) label combination and reuses them.
+  private readonly requestChildren = new Map<string, RequestChildren>();
+  private readonly inferenceChildren = new Map<string, InferenceChildren>();
+
+  /** One finished HTTP request. */
+  requestDone(
+    route: string,
+    method: string,
+    status: number,
+    model: string,
+    provider: string,
+    seconds: number,
+  ): void {
+    const key = `${route}\u0000${method}\u0000${status}\u0000${model}\u0000${provider}`;
+    let children = this.requestChildren.get(key);
+    if (!children) {
+      const s = String(status);
+      children = {
+        count: this.requests.labels(route, method, s, model, provider),
+        duration: this.requestDuration.labels(route, s, model, provider),
+      };
+      this.requestChildren.set(key, children);
+    }
+    children.count.inc();
+    children.duration.observe(seconds);
+  }
+
+  /** One finished inference call (admitted, whatever its outcome). */
+  inferenceDone(api: string, model: string, provider: string, outcome: string, done: InferenceFacts): void {
+    const key = `${api}\u0000${model}\u0000${provider}\u0000${outcome}`;
+    let c = this.inferenceChildren.get(key);
+    if (!c) {
+      const genAi = {
+        gen_ai_operation_name: api,
+        gen_ai_request_model: model,
+        gen_ai_provider_name: provider,
+      };
+      c = {
+        duration: this.genAiDuration.labels({ ...genAi, error_type: outcome === 'ok' ? '' : outcome }),
+        ttft: this.timeToFirstToken.labels(genAi),
+        usageIn: this.tokenUsage.labels({ ...genAi, gen_ai_token_type: 'input' }),
+        usageOut: this.tokenUsage.labels({ ...genAi, gen_ai_token_type: 'output' }),
+        tokensIn: this.tokens.labels({ model, provider, direction: 'input' }),
+        tokensOut: this.tokens.labels({ model, provider, direction: 'output' }),
+        tokensCached: this.tokens.labels({ model, provider, direction: 'cached_input' }),
+      };
+      this.inferenceChildren.set(key, c);
+    }
+    c.duration.observe(done.seconds);
+    if (done.ttftSeconds !== null) c.ttft.observe(done.ttftSeconds);
+    if (done.inputTokens > 0) {
+      c.usageIn.observe(done.inputTokens);
+      c.tokensIn.inc(done.inputTokens);
+    }
+    if (done.outputTokens > 0) {
+      c.usageOut.observe(done.outputTokens);
+      c.tokensOut.inc(done.outputTokens);
+    }
+    if (done.cachedInputTokens > 0) c.tokensCached.inc(done.cachedInputTokens);
+  }
+}
+
+interface RequestChildren {
+  count: { inc(): void };
+  duration: { observe(value: number): void };
+}
+
+interface InferenceChildren {
+  duration: { observe(value: number): void };
+  ttft: { observe(value: number): void };
+  usageIn: { observe(value: number): void };
+  usageOut: { observe(value: number): void };
+  tokensIn: { inc(value: number): void };
+  tokensOut: { inc(value: number): void };
+  tokensCached: { inc(value: number): void };
+}
+
+export interface InferenceFacts {
+  seconds: number;
+  ttftSeconds: number | null;
+  inputTokens: number;
+  outputTokens: number;
+  cachedInputTokens: number;
 }

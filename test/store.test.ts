@@ -72,3 +72,15 @@ describe.each(implementations)('Store contract: %s', (_name, make) => {
     store.close();
   });
 });
+
+describe('account ids', () => {
+  it('are the same for the same account name in every store, so instances on one Redis share limits', () => {
+    const a = new SqliteStore(':memory:');
+    const b = new SqliteStore(':memory:');
+    const idA = a.upsertAccount('acme', 'pro', 'active').id;
+    expect(b.upsertAccount('acme', 'free', 'active').id).toBe(idA);
+    expect(a.upsertAccount('globex', 'pro', 'active').id).not.toBe(idA);
+    a.close();
+    b.close();
+  });
+});

@@ -9,14 +9,24 @@ export interface Principal {
 }
 
 const FLUSH_EVERY_MS = 5_000;
+/** How long a key stays trusted without a store read; a revocation from another process waits this long. */
+const CACHE_MS = 5_000;
+const CACHE_MAX = 10_000;
+
+interface CachedKey {
+  found: Principal | undefined;
+  expiresAt: number;
+}
 
 /**
  * Resolves the caller from `x-api-key` or `Authorization: Bearer`. Last use is collected in memory and
  * written in one batch every few seconds, so the request path does no write.
  */
 export class Authenticator {
-  private pending = new Map<string, string>();
+  private pending = new Map<string, number>();
   private readonly timer: NodeJS.Timeout;
+  private cache = new Map<string, CachedKey>();
+  private cacheRevision = -1;
 
   constructor(private readonly store: Store) {
     this.timer = setInterval(() => this.flush(), FLUSH_EVERY_MS);
@@ -31,7 +41,7 @@ export class Authenticator {
         details: 'Send your key as the x-api-key header or as Authorization: Bearer <key>.',
       });
     }
-    const found = this.store.findKeyByHash(hashKey(key));
+    const found = this.lookup(key);
     if (!found) {
       throw new GantryError('UNAUTHORIZED', {
         message: 'Invalid or revoked API key',
@@ -41,14 +51,29 @@ export class Authenticator {
     if (found.account.status === 'suspended') {
       throw new GantryError('ACCOUNT_SUSPENDED', { details: 'Contact your administrator.' });
     }
-    this.pending.set(found.key.id, new Date().toISOString());
+    this.pending.set(found.key.id, Date.now());
+    return found;
+  }
+
+  /** One indexed read per key every few seconds instead of per request; in-process changes apply at once. */
+  private lookup(key: string): Principal | undefined {
+    const now = Date.now();
+    if (this.cacheRevision !== this.store.revision || this.cache.size >= CACHE_MAX) {
+      this.cache = new Map();
+      this.cacheRevision = this.store.revision;
+    }
+    const cached = this.cache.get(key);
+    if (cached && cached.expiresAt > now) return cached.found;
+    const found = this.store.findKeyByHash(hashKey(key));
+    this.cache.set(key, { found, expiresAt: now + CACHE_MS });
     return found;
   }
 
   /** Writes the collected last-use times; called on a timer and on shutdown. */
   flush(): void {
     if (this.pending.size === 0) return;
-    const batch = this.pending;
+    const batch = new Map<string, string>();
+    for (const [id, at] of this.pending) batch.set(id, new Date(at).toISOString());
     this.pending = new Map();
     this.store.touchKeys(batch);
   }

@@ -50,9 +50,9 @@ export async function dispatch(
   for (const route of model.entry.routes) {
     const provider = gantry.providers.get(route.provider);
     if (!provider || (options.accepts && !options.accepts(provider))) continue;
-    // Each attempt gets its own signal so a failed attempt's connection is released at once.
-    const attempt = new AbortController();
-    const ctx: CallContext = { signal: AbortSignal.any([clientSignal, attempt.signal]), requestId };
+    // A failed attempt releases its own upstream connection (providers/http.ts), so the client's signal
+    // is all an attempt needs.
+    const ctx: CallContext = { signal: clientSignal, requestId };
     let holding = false;
     try {
       const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
@@ -63,7 +63,6 @@ export async function dispatch(
       }
       return { result, provider, upstreamModel: route.model };
     } catch (err) {
-      attempt.abort();
       if (!(err instanceof UpstreamError)) throw err;
       if (err.failure === 'aborted' || clientSignal.aborted) throw fromUpstream(err);
       options.log.warn(

@@ -60,7 +60,8 @@ export class Ticket {
     const { gantry, req, reply } = this;
     const res = reply.raw;
     const latencyMs = performance.now() - this.startedAt;
-    const status = res.statusCode;
+    // A client that left before the answer got nothing: 499, as proxies log it, not the default 200.
+    const status = res.headersSent ? res.statusCode : 499;
     const outcome: UsageOutcome = !res.writableFinished
       ? 'client_aborted'
       : this.streamFailed || status >= 400
@@ -111,23 +112,15 @@ export class Ticket {
     });
 
     const m = gantry.services.metrics;
-    const labels = {
-      gen_ai_operation_name: req.api,
-      gen_ai_request_model: entry.namespace,
-      gen_ai_provider_name: this.provider,
-    };
     m.inflight.dec({ route: req.api });
     if (req.stream) m.inflightStreams.dec();
-    m.genAiDuration.observe({ ...labels, error_type: outcome === 'ok' ? '' : outcome }, latencyMs / 1000);
-    if (ttftMs !== null) m.timeToFirstToken.observe(labels, ttftMs / 1000);
-    if (used.inputTokens > 0)
-      m.tokenUsage.observe({ ...labels, gen_ai_token_type: 'input' }, used.inputTokens);
-    if (used.outputTokens > 0)
-      m.tokenUsage.observe({ ...labels, gen_ai_token_type: 'output' }, used.outputTokens);
-    const tokenLabels = { model: entry.namespace, provider: this.provider };
-    m.tokens.inc({ ...tokenLabels, direction: 'input' }, used.inputTokens);
-    m.tokens.inc({ ...tokenLabels, direction: 'output' }, used.outputTokens);
-    m.tokens.inc({ ...tokenLabels, direction: 'cached_input' }, used.cachedInputTokens);
+    m.inferenceDone(req.api, entry.namespace, this.provider, outcome, {
+      seconds: latencyMs / 1000,
+      ttftSeconds: ttftMs === null ? null : ttftMs / 1000,
+      inputTokens: used.inputTokens,
+      outputTokens: used.outputTokens,
+      cachedInputTokens: used.cachedInputTokens,
+    });
   }
 
   /** Notes the provider that answered (for the usage record and the metric labels). */

@@ -5,6 +5,7 @@ import type { Gantry } from '../app.js';
 import { GantryError, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { principalOf } from '../inference/resolve.js';
+import { openTicket } from '../inference/ticket.js';
 
 /** Headers that belong to one hop and must not be relayed. */
 const HOP_BY_HOP = new Set([
@@ -57,7 +58,18 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
         if (body) outBody = renameJsonModel(body, route.model);
         else if (valueAt) outBody = renameMultipartModel(raw, valueAt, route.model);
       }
+      // Forwarded calls count against the model's limits and are metered like the rest (no tokens: the
+      // body is relayed unread).
+      request.labels.model = model.entry.namespace;
+      const ticket = await openTicket(gantry, request, reply, {
+        api: 'forward',
+        model,
+        inputTokens: 0,
+        outputTokens: 0,
+        stream: false,
+      });
       const upstream = await send(target, request, outBody, clientGoneSignal(reply));
+      ticket.servedBy(route.provider);
       // An upstream 401/403 is about Gantry's credential, not the client's key: never relay it as is.
       if (upstream.statusCode === 401 || upstream.statusCode === 403) {
         await upstream.body.dump().catch(() => undefined);

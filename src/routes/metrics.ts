@@ -1,27 +1,66 @@
 import { timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../app.js';
-import { GantryError } from '../errors.js';
+import { GantryError, restEnvelope } from '../errors.js';
 
 /**
- * GET /metrics in the Prometheus text format. Outside /v1, so API keys are not needed; when the config
- * names a token, scrapers must send it as a Bearer token.
+ * GET /metrics in the Prometheus text format: on the API's port (outside /v1, so no API key), or on its
+ * own port when the config sets `metrics.port`. When the config names a token, scrapers must send it as
+ * a Bearer token.
  */
 export function registerMetricsRoute(app: FastifyInstance, gantry: Gantry): void {
-  const { metrics, usage } = gantry.services;
   const settings = gantry.config.metrics;
   if (!settings.enabled) return;
   const expected = settings.token ? Buffer.from(`Bearer ${settings.token}`) : undefined;
-
-  app.get('/metrics', async (request, reply) => {
-    if (expected) {
-      const given = Buffer.from(request.headers.authorization ?? '');
-      if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-        throw new GantryError('UNAUTHORIZED', { message: 'The metrics endpoint needs its bearer token' });
-      }
-    }
+  const authorized = (request: IncomingMessage) => {
+    if (!expected) return true;
+    const given = Buffer.from(request.headers.authorization ?? '');
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  };
+  const render = async () => {
+    const { metrics, usage } = gantry.services;
     metrics.usagePending.set(usage.stats().queued);
-    reply.header('content-type', metrics.registry.contentType);
     return metrics.registry.metrics();
+  };
+  const contentType = gantry.services.metrics.registry.contentType;
+  const refusal = new GantryError('UNAUTHORIZED', { message: 'The metrics endpoint needs its bearer token' });
+
+  if (settings.port === undefined) {
+    app.get('/metrics', async (request, reply) => {
+      if (!authorized(request.raw)) throw refusal;
+      reply.header('content-type', contentType);
+      return render();
+    });
+    return;
+  }
+
+  const server: Server = createServer((request, response) => {
+    const path = request.url?.split('?')[0];
+    if (request.method !== 'GET' || path !== '/metrics') {
+      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: GET /metrics\n');
+      return;
+    }
+    if (!authorized(request)) {
+      response
+        .writeHead(401, { 'content-type': 'application/json' })
+        .end(JSON.stringify(restEnvelope(refusal)));
+      return;
+    }
+    render().then(
+      (text) => response.writeHead(200, { 'content-type': contentType }).end(text),
+      () => response.writeHead(500).end(),
+    );
   });
+  app.addHook('onReady', async () => {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(settings.port, gantry.config.server.host, () => resolve());
+    });
+    app.log.info({ port: (server.address() as { port: number }).port }, 'metrics listening');
+  });
+  app.addHook('onClose', async () => {
+    if (server.listening) await new Promise((resolve) => server.close(resolve));
+  });
+  app.decorate('metricsServer', server);
 }

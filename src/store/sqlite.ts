@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'libsql';
@@ -65,6 +65,7 @@ interface ResponseRow {
 export class SqliteStore implements Store {
   private readonly db: Db;
   private readonly stmt: ReturnType<SqliteStore['prepare']>;
+  revision = 0;
 
   constructor(path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -114,7 +115,8 @@ export class SqliteStore implements Store {
   }
 
   upsertAccount(name: string, tier: string, status: Account['status']): Account {
-    this.stmt.upsertAccount.run(randomUUID(), name, tier, status, new Date().toISOString());
+    this.revision++;
+    this.stmt.upsertAccount.run(accountIdFor(name), name, tier, status, new Date().toISOString());
     return this.getAccountByName(name) as Account;
   }
 
@@ -133,6 +135,7 @@ export class SqliteStore implements Store {
   }
 
   addKey(accountId: string, name: string, keyHash: string, prefix: string): ApiKeyRecord {
+    this.revision++;
     this.stmt.addKey.run(randomUUID(), accountId, name, prefix, keyHash, new Date().toISOString());
     const { id } = this.stmt.keyIdByHash.get(keyHash) as { id: string };
     return toKey(this.stmt.keyById.get(id) as KeyRow);
@@ -161,6 +164,7 @@ export class SqliteStore implements Store {
   }
 
   revokeKey(id: string): boolean {
+    this.revision++;
     return this.stmt.revokeKey.run(new Date().toISOString(), id).changes > 0;
   }
 
@@ -198,6 +202,14 @@ export class SqliteStore implements Store {
   close(): void {
     this.db.close();
   }
+}
+
+/**
+ * Account ids derive from the account's name, so every instance sharing a Redis computes the same id for
+ * the same account and their limits, credits and usage meet.
+ */
+export function accountIdFor(name: string): string {
+  return `acct_${createHash('sha256').update(name).digest('hex').slice(0, 24)}`;
 }
 
 function toAccount(row: AccountRow): Account {

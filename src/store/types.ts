@@ -31,6 +31,9 @@ export interface StoredResponse {
 }
 
 export interface Store {
+  /** Grows whenever a key is revoked or an account changes, so caches of keys know to forget. */
+  readonly revision: number;
+
   upsertAccount(name: string, tier: string, status: Account['status']): Account;
   getAccount(id: string): Account | undefined;
   getAccountByName(name: string): Account | undefined;

@@ -3,7 +3,8 @@
  * Never carries a key or any other secret: `key_id` is the id of the key record, not the key.
  */
 
-export type UsageApi = 'chat' | 'responses' | 'embeddings' | 'prediction';
+/** `forward`: another OpenAI endpoint (audio, images, moderations) relayed as it is. */
+export type UsageApi = 'chat' | 'responses' | 'embeddings' | 'forward' | 'prediction';
 export type UsageOutcome = 'ok' | 'error' | 'client_aborted';
 
 export interface MediaUnits {
@@ -50,7 +51,13 @@ export class UsageRecordError extends Error {
   }
 }
 
-const APIS: ReadonlySet<string> = new Set<UsageApi>(['chat', 'responses', 'embeddings', 'prediction']);
+const APIS: ReadonlySet<string> = new Set<UsageApi>([
+  'chat',
+  'responses',
+  'embeddings',
+  'forward',
+  'prediction',
+]);
 const OUTCOMES: ReadonlySet<string> = new Set<UsageOutcome>(['ok', 'error', 'client_aborted']);
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const MAX_ID = 128;

@@ -17,6 +17,8 @@ export interface TestGantry {
   otherKey: string;
   store: SqliteStore;
   app: Awaited<ReturnType<typeof buildApp>>['app'];
+  /** The assembled Gantry: config, services (limiter, usage batcher, SQLite ledger, credits, metrics)… */
+  gantry: Awaited<ReturnType<typeof buildApp>>['gantry'];
   close(): Promise<void>;
 }
 
@@ -42,7 +44,7 @@ export async function startGantry(
   const logger = onLog
     ? { ...loggerOptions('trace'), stream: { write: (line: string) => onLog(line) } }
     : false;
-  const { app } = await buildApp(config, store, { logger });
+  const { app, gantry } = await buildApp(config, store, { logger });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;
   const origin = `http://127.0.0.1:${port}`;
@@ -53,6 +55,7 @@ export async function startGantry(
     otherKey,
     store,
     app,
+    gantry,
     close: async () => {
       await app.close();
       store.close();
