@@ -111,6 +111,8 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   registerEmbeddingRoutes(app, gantry);
   await registerForwardRoutes(app, gantry);
 
+  await gantry.services.ready();
+
   app.addHook('onClose', async () => {
     gantry.auth.close();
     await gantry.services.close();

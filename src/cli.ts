@@ -23,6 +23,8 @@ usage:
 The configuration is --config, else $GANTRY_CONFIG, else ./config/gantry.yaml, else the embedded default.
 `;
 
+const SHUTDOWN_GRACE_MS = 10_000;
+
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -94,7 +96,13 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv): Promise<numb
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
+    // Connections kept alive by clients would hold the shutdown open: close each as soon as it is idle,
+    // and all of them after a grace period, so usage is flushed before a supervisor's SIGKILL.
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    const deadline = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
     await app.close();
+    clearInterval(sweep);
+    clearTimeout(deadline);
     store.close();
     process.exit(0);
   };

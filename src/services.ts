@@ -26,6 +26,13 @@ export interface Services {
   /** The SQLite ledger in embedded mode (for the CLI and tests); absent on Redis. */
   ledger: SqliteUsageSink | undefined;
   metrics: Metrics;
+  /** Resolves once the shared limiter answers (at once in embedded mode); never rejects. */
+  ready(): Promise<void>;
+  /**
+   * The account's credit balance, or undefined when the credit store did not answer in time: the caller
+   * applies the limiter's failure policy, so a Redis outage is handled the same way for both.
+   */
+  balance(accountId: string): Promise<number | undefined>;
   close(): Promise<void>;
 }
 
@@ -42,6 +49,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   sharedEncoder();
 
   let limiter: Limiter;
+  let redisLimiter: RedisLimiter | undefined;
   let credits: CreditStore;
   const sinks: UsageSink[] = [];
   let ledger: SqliteUsageSink | undefined;
@@ -49,7 +57,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const backend = config.redisUrl ? 'redis' : 'memory';
 
   if (config.redisUrl) {
-    limiter = new RedisLimiter({
+    limiter = redisLimiter = new RedisLimiter({
       url: config.redisUrl,
       leaseMs: config.limits.leaseMs,
       commandTimeoutMs: config.limits.redisTimeoutMs,
@@ -109,6 +117,30 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     usage,
     ledger,
     metrics,
+    ready: async () => {
+      try {
+        await redisLimiter?.ready(5_000);
+      } catch (error) {
+        log.warn(
+          { err: (error as Error).message },
+          'the rate limiter is not connected yet; the failure policy applies',
+        );
+      }
+    },
+    balance: async (accountId) => {
+      const balance = credits.balance(accountId);
+      if (typeof balance === 'number') return balance;
+      // A Redis read on the request path gets the limiter's deadline, never the patient metering one.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), config.limits.redisTimeoutMs);
+      });
+      try {
+        return await Promise.race([balance.catch(() => undefined), deadline]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
     close: async () => {
       await usage.close();
       await guarded.close();

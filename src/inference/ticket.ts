@@ -173,7 +173,18 @@ export async function openTicket(
       { billable: true, modelType: entry.type },
     );
     const needed = toCredits(estimate.cost, estimate.currency, gantry.config.credits.perCurrency);
-    const refusal = creditRefusal(await services.credits.balance(account.id), needed);
+    const balance = await services.balance(account.id);
+    if (balance === undefined) {
+      // The credit store is down: the same failure policy as the limiter's.
+      services.metrics.limiterFailures.inc({ policy: gantry.config.limits.failurePolicy });
+      if (gantry.config.limits.failurePolicy === 'closed') {
+        throw new GantryError('SERVICE_UNAVAILABLE', {
+          message: 'The credit store is unavailable and this gateway is set to refuse requests meanwhile',
+          headers: { 'retry-after': '1' },
+        });
+      }
+    }
+    const refusal = balance === undefined ? undefined : creditRefusal(balance, needed);
     if (refusal) {
       throw new GantryError(refusal, {
         details:
