@@ -12,11 +12,15 @@
  * word per streamed text_delta and per output token. `stop_sequences` end the reply before the first
  * match (stop_reason `stop_sequence`), `max_tokens` cuts it after that many words (`max_tokens`).
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
+import type {
+  FakeServerControls,
+  JsonObject,
+  RecordedExchange,
+  Exchange as ServerExchange,
+} from './fake-server.js';
+import { isObject, sendJson, sleep, startRecordingServer, writePaced } from './fake-server.js';
 
-export type JsonObject = Record<string, unknown>;
+export type { JsonObject } from './fake-server.js';
 
 /** How the fake answers one request. `{}` is a normal, successful answer. */
 export interface FakeAnthropicBehavior {
@@ -43,19 +47,7 @@ export interface FakeAnthropicBehavior {
   cacheCreationTokens?: number;
 }
 
-export interface RecordedAnthropicRequest {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-  rawBody: Buffer;
-  /** The body parsed as JSON, or undefined when it is empty or not JSON. */
-  body: JsonObject | undefined;
-  behavior: FakeAnthropicBehavior;
-  /** True once the client closed the connection before the fake finished its response. */
-  aborted: boolean;
-  /** Resolves when the exchange is over: sent in full, the client left, or the fake cut it. */
-  settled: Promise<'finished' | 'aborted' | 'cut'>;
-}
+export type RecordedAnthropicRequest = RecordedExchange<FakeAnthropicBehavior>;
 
 export interface FakeAnthropicOptions {
   /** Required `x-api-key`; other requests get 401 authentication_error. */
@@ -64,20 +56,10 @@ export interface FakeAnthropicOptions {
   behavior?: FakeAnthropicBehavior;
 }
 
-export interface FakeAnthropic {
+export interface FakeAnthropic extends FakeServerControls<FakeAnthropicBehavior> {
   /** The provider's base_url: `http://127.0.0.1:PORT` (the API's paths start with `/v1`). */
   url: string;
   port: number;
-  requests: RecordedAnthropicRequest[];
-  /** Sets the behaviour for every request not served from the queue. */
-  setBehavior(behavior: FakeAnthropicBehavior): void;
-  /** Queues one-shot behaviours, used by the next requests in order. */
-  enqueue(...behaviors: FakeAnthropicBehavior[]): void;
-  /** Waits until `count` requests have been received. */
-  waitForRequests(count: number, timeoutMs?: number): Promise<RecordedAnthropicRequest[]>;
-  /** Forgets recorded requests, queue and behaviour. */
-  reset(): void;
-  close(): Promise<void>;
 }
 
 /** What the fake assistant answers to `userText`. */
@@ -126,81 +108,17 @@ const ERROR_DEFAULTS: Record<number, { type: string; message: string }> = {
 class RequestInvalid extends Error {}
 
 export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
-  let defaultBehavior: FakeAnthropicBehavior = options.behavior ?? {};
-  const queue: FakeAnthropicBehavior[] = [];
-  const requests: RecordedAnthropicRequest[] = [];
-  const waiters = new Set<() => void>();
-  const sockets = new Set<Socket>();
-  let counter = 0;
-
-  const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent && !res.destroyed) {
-        sendJson(res, 500, errorBody('api_error', `fake upstream bug: ${String(err)}`, 'req_bug'));
-      } else {
-        res.destroy();
-      }
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const rawBody = await readBody(req);
-    const behavior = queue.shift() ?? defaultBehavior;
-    const id = ++counter;
-    let body: JsonObject | undefined;
-    try {
-      const parsed: unknown = JSON.parse(rawBody.toString('utf8'));
-      if (isObject(parsed)) body = parsed;
-    } catch {
-      body = undefined;
-    }
-
-    let outcome: 'finished' | 'aborted' | 'cut' | undefined;
-    let settle: (value: 'finished' | 'aborted' | 'cut') => void = () => undefined;
-    const settled = new Promise<'finished' | 'aborted' | 'cut'>((resolve) => {
-      settle = resolve;
-    });
-    const record: RecordedAnthropicRequest = {
-      method: req.method ?? 'GET',
-      path: req.url ?? '/',
-      headers: req.headers,
-      rawBody,
-      body,
-      behavior,
-      aborted: false,
-      settled,
-    };
-    requests.push(record);
-    for (const wake of waiters) wake();
-
-    const gone = new AbortController();
-    res.on('close', () => {
-      if (outcome === undefined) {
-        outcome = res.writableFinished ? 'finished' : 'aborted';
-        if (outcome === 'aborted') record.aborted = true;
-      }
-      gone.abort();
-      settle(outcome);
-    });
+  async function handle(exchange: ServerExchange<FakeAnthropicBehavior>): Promise<void> {
+    const { req, behavior, body } = exchange;
     const ex: Exchange = {
-      res,
-      behavior,
-      requestId: `req_fake${id}`,
-      messageId: `msg_fake${id}`,
-      gone: gone.signal,
-      cut: () => {
-        outcome = 'cut';
-        res.destroy();
-      },
+      ...exchange,
+      requestId: `req_fake${exchange.id}`,
+      messageId: `msg_fake${exchange.id}`,
     };
 
     if (behavior.delayHeadersMs) {
-      await sleep(behavior.delayHeadersMs, undefined, { signal: gone.signal }).catch(() => undefined);
-      if (gone.signal.aborted) return;
+      await sleep(behavior.delayHeadersMs, ex.gone);
+      if (ex.gone.aborted) return;
     }
     if (req.method !== 'POST' || new URL(req.url ?? '/', 'http://fake').pathname !== '/v1/messages') {
       return sendError(ex, 404, 'not_found_error', 'Not found');
@@ -306,78 +224,25 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       'request-id': ex.requestId,
     });
     ex.res.flushHeaders();
-    for (let i = 0; i < sequence.length; i++) {
-      if (b.closeAfterEvents !== undefined && i >= b.closeAfterEvents) return ex.cut();
-      if (b.endAfterEvents !== undefined && i >= b.endAfterEvents) break;
-      if (b.delayBetweenEventsMs) {
-        await sleep(b.delayBetweenEventsMs, undefined, { signal: ex.gone }).catch(() => undefined);
-      }
-      if (ex.gone.aborted) return;
-      // Wait until the event is handed to the socket, so that a cut right after it does not swallow it.
-      await new Promise<void>((resolve) => ex.res.write(sequence[i], () => resolve()));
-    }
-    ex.res.end();
+    return writePaced(ex, sequence, {
+      delayMs: b.delayBetweenEventsMs,
+      closeAfter: b.closeAfterEvents,
+      endAfter: b.endAfterEvents,
+    });
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
+  const { origin, port, ...controls } = await startRecordingServer<FakeAnthropicBehavior>(handle, {
+    name: 'fake Anthropic',
+    behavior: options.behavior ?? {},
+    errorBody: (message) => errorBody('api_error', message, 'req_bug'),
+    resetIds: true,
   });
-  const { port } = server.address() as AddressInfo;
-
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    requests,
-    setBehavior(behavior) {
-      defaultBehavior = behavior;
-    },
-    enqueue(...behaviors) {
-      queue.push(...behaviors);
-    },
-    waitForRequests(count, timeoutMs = 2000) {
-      if (requests.length >= count) return Promise.resolve(requests.slice());
-      return new Promise((resolve, reject) => {
-        const wake = (): void => {
-          if (requests.length < count) return;
-          clearTimeout(timer);
-          waiters.delete(wake);
-          resolve(requests.slice());
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(wake);
-          reject(new Error(`fake Anthropic got ${requests.length} requests, expected ${count}`));
-        }, timeoutMs);
-        waiters.add(wake);
-      });
-    },
-    reset() {
-      counter = 0;
-      requests.length = 0;
-      queue.length = 0;
-      defaultBehavior = options.behavior ?? {};
-    },
-    async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
-      server.closeAllConnections();
-      await closed;
-    },
-  };
+  return { ...controls, url: origin, port };
 }
 
-interface Exchange {
-  res: ServerResponse;
-  behavior: FakeAnthropicBehavior;
+interface Exchange extends ServerExchange<FakeAnthropicBehavior> {
   requestId: string;
   messageId: string;
-  /** Aborted when the response is over for any reason (finished, client gone, cut). */
-  gone: AbortSignal;
-  /** Destroys the socket now, on purpose. */
-  cut(): void;
 }
 
 interface Plan {
@@ -496,32 +361,4 @@ function textBlocks(value: unknown, where: string): string[] {
 
 function errorBody(type: string, message: string, requestId: string): JsonObject {
   return { type: 'error', error: { type, message }, request_id: requestId };
-}
-
-function sendJson(
-  res: ServerResponse,
-  status: number,
-  value: unknown,
-  headers: Record<string, string> = {},
-): void {
-  const text = JSON.stringify(value);
-  res.writeHead(status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(text),
-    ...headers,
-  });
-  res.end(text);
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => parts.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(parts)));
-    req.on('error', reject);
-  });
-}
-
-function isObject(value: unknown): value is JsonObject {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }

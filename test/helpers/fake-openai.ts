@@ -7,10 +7,16 @@
  * Replies are derived from the request: the assistant says `fakeReply(last user text)`, so tests can
  * assert on what came back. Streams are cut into one piece per word (see `replyPieces`).
  */
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type {
+  FakeServerControls,
+  JsonObject,
+  Pacing,
+  RecordedExchange,
+  Exchange as ServerExchange,
+} from './fake-server.js';
+import { isObject, sendJson, sleep, startRecordingServer, writePaced } from './fake-server.js';
 
-export type JsonObject = Record<string, unknown>;
+export type { JsonObject } from './fake-server.js';
 
 /** How the fake answers one request. Everything is optional: `{}` is a normal, successful answer. */
 export interface FakeBehavior {
@@ -48,21 +54,7 @@ export interface FakeBehavior {
   contentType?: string;
 }
 
-export interface RecordedRequest {
-  method: string;
-  /** Path with query string, e.g. `/v1/chat/completions`. */
-  path: string;
-  headers: IncomingHttpHeaders;
-  rawBody: Buffer;
-  /** The body parsed as JSON, or undefined when it is empty or not JSON. */
-  body: JsonObject | undefined;
-  /** The behaviour this request was answered with. */
-  behavior: FakeBehavior;
-  /** True once the client closed the connection before the fake finished its response. */
-  aborted: boolean;
-  /** Resolves when the exchange is over: the response was sent in full, the client left, or the fake cut it. */
-  settled: Promise<'finished' | 'aborted' | 'cut'>;
-}
+export type RecordedRequest = RecordedExchange<FakeBehavior>;
 
 export interface FakeOpenAIOptions {
   /** The ids GET /v1/models lists. */
@@ -75,22 +67,12 @@ export interface FakeOpenAIOptions {
   behavior?: FakeBehavior;
 }
 
-export interface FakeOpenAI {
+export interface FakeOpenAI extends FakeServerControls<FakeBehavior> {
   /** Base URL including `/v1`, e.g. `http://127.0.0.1:PORT/v1`. */
   url: string;
   /** `http://127.0.0.1:PORT` */
   origin: string;
   port: number;
-  requests: RecordedRequest[];
-  /** Sets the behaviour for every request not served from the queue. */
-  setBehavior(behavior: FakeBehavior): void;
-  /** Queues one-shot behaviours, used by the next requests in order (any route). */
-  enqueue(...behaviors: FakeBehavior[]): void;
-  /** Waits until `count` requests have been received. */
-  waitForRequests(count: number, timeoutMs?: number): Promise<RecordedRequest[]>;
-  /** Forgets recorded requests, queue and behaviour. */
-  reset(): void;
-  close(): Promise<void>;
 }
 
 /** What the fake assistant answers to `userText`. */
@@ -140,87 +122,15 @@ export function encodeFloat32Base64(vector: number[]): string {
 export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const models = options.models ?? ['fake-model', 'fake-embedding'];
   const nativeDimensions = options.embeddingDimensions ?? 16;
-  let defaultBehavior: FakeBehavior = options.behavior ?? {};
-  const queue: FakeBehavior[] = [];
-  const requests: RecordedRequest[] = [];
-  const waiters = new Set<() => void>();
-  const sockets = new Set<Socket>();
-  let counter = 0;
-
-  const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent && !res.destroyed) {
-        sendJson(res, 500, errorBody(500, { message: `fake upstream bug: ${String(err)}` }));
-      } else {
-        res.destroy();
-      }
-    });
-  });
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const rawBody = await readBody(req);
-    const behavior = queue.shift() ?? defaultBehavior;
-    const id = ++counter;
-    let body: JsonObject | undefined;
-    try {
-      const parsed: unknown = JSON.parse(rawBody.toString('utf8'));
-      if (isObject(parsed)) body = parsed;
-    } catch {
-      body = undefined;
-    }
-
-    let outcome: 'finished' | 'aborted' | 'cut' | undefined;
-    let settle: (value: 'finished' | 'aborted' | 'cut') => void = () => undefined;
-    const settled = new Promise<'finished' | 'aborted' | 'cut'>((resolve) => {
-      settle = resolve;
-    });
-    const record: RecordedRequest = {
-      method: req.method ?? 'GET',
-      path: req.url ?? '/',
-      headers: req.headers,
-      rawBody,
-      body,
-      behavior,
-      aborted: false,
-      settled,
-    };
-    requests.push(record);
-    for (const wake of waiters) wake();
-
-    const gone = new AbortController();
-    res.on('close', () => {
-      if (outcome === undefined) {
-        outcome = res.writableFinished ? 'finished' : 'aborted';
-        if (outcome === 'aborted') record.aborted = true;
-      }
-      gone.abort();
-      settle(outcome);
-    });
-    if (req.socket.destroyed) {
-      // The client left before its request was even read to the end.
-      outcome = 'aborted';
-      record.aborted = true;
-      gone.abort();
-      settle(outcome);
-      return;
-    }
-    const cut = (): void => {
-      outcome = 'cut';
-      res.destroy();
-    };
-    const ctx: Exchange = { req, res, body, behavior, id, gone: gone.signal, cut };
-
+  async function handle(ctx: Exchange): Promise<void> {
+    const { req, behavior, body, rawBody } = ctx;
     if (behavior.hangUp) {
-      cut();
+      ctx.cut();
       return;
     }
     if (behavior.delayHeadersMs) {
-      await sleep(behavior.delayHeadersMs, gone.signal);
-      if (gone.signal.aborted) return;
+      await sleep(behavior.delayHeadersMs, ctx.gone);
+      if (ctx.gone.aborted) return;
     }
     if (options.apiKey !== undefined && req.headers.authorization !== `Bearer ${options.apiKey}`) {
       sendError(ctx, 401, {});
@@ -585,15 +495,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     });
     ctx.res.flushHeaders();
     const half = Math.floor(text.length / 2);
-    const parts = [text.slice(0, half), text.slice(half)];
-    for (let i = 0; i < parts.length; i++) {
-      if (b.closeAfterChunks !== undefined && i >= b.closeAfterChunks) return ctx.cut();
-      if (b.stallAfterChunks !== undefined && i >= b.stallAfterChunks) return waitUntil(ctx.gone);
-      if (b.delayBetweenChunksMs) await sleep(b.delayBetweenChunksMs, ctx.gone);
-      if (ctx.gone.aborted) return;
-      await write(ctx.res, parts[i] ?? '', ctx.gone);
-    }
-    ctx.res.end();
+    return writePaced(ctx, [text.slice(0, half), text.slice(half)], chunkPacing(b));
   }
 
   async function sendStream(
@@ -615,78 +517,21 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       'x-request-id': `req_fake${ctx.id}`,
     });
     ctx.res.flushHeaders();
-    for (let i = 0; i < plan.length; i++) {
-      if (b.closeAfterChunks !== undefined && i >= b.closeAfterChunks) return ctx.cut();
-      if (b.stallAfterChunks !== undefined && i >= b.stallAfterChunks) return waitUntil(ctx.gone);
-      if (b.delayBetweenChunksMs) await sleep(b.delayBetweenChunksMs, ctx.gone);
-      if (ctx.gone.aborted) return;
-      await write(ctx.res, plan[i] ?? '', ctx.gone);
-    }
-    ctx.res.end();
+    return writePaced(ctx, plan, chunkPacing(b));
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
+  const server = await startRecordingServer<FakeBehavior>(handle, {
+    name: 'fake upstream',
+    behavior: options.behavior ?? {},
+    errorBody: (message) => errorBody(500, { message }),
   });
-  const { port } = server.address() as AddressInfo;
-  const origin = `http://127.0.0.1:${port}`;
-
-  return {
-    url: `${origin}/v1`,
-    origin,
-    port,
-    requests,
-    setBehavior(behavior) {
-      defaultBehavior = behavior;
-    },
-    enqueue(...behaviors) {
-      queue.push(...behaviors);
-    },
-    waitForRequests(count, timeoutMs = 2000) {
-      if (requests.length >= count) return Promise.resolve(requests.slice());
-      return new Promise((resolve, reject) => {
-        const wake = (): void => {
-          if (requests.length < count) return;
-          clearTimeout(timer);
-          waiters.delete(wake);
-          resolve(requests.slice());
-        };
-        const timer = setTimeout(() => {
-          waiters.delete(wake);
-          reject(new Error(`fake upstream got ${requests.length} requests, expected ${count}`));
-        }, timeoutMs);
-        waiters.add(wake);
-      });
-    },
-    reset() {
-      requests.length = 0;
-      queue.length = 0;
-      defaultBehavior = options.behavior ?? {};
-    },
-    async close() {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
-      server.closeAllConnections();
-      await closed;
-    },
-  };
+  return { ...server, url: `${server.origin}/v1` };
 }
 
-interface Exchange {
-  req: IncomingMessage;
-  res: ServerResponse;
-  body: JsonObject | undefined;
-  behavior: FakeBehavior;
-  /** The request's number, used in ids. */
-  id: number;
-  /** Aborted when the response is over for any reason (finished, client gone, cut). */
-  gone: AbortSignal;
-  /** Destroys the socket now, on purpose. */
-  cut(): void;
+type Exchange = ServerExchange<FakeBehavior>;
+
+function chunkPacing(b: FakeBehavior): Pacing {
+  return { delayMs: b.delayBetweenChunksMs, closeAfter: b.closeAfterChunks, stallAfter: b.stallAfterChunks };
 }
 
 const ERROR_DEFAULTS: Record<number, { message: string; type: string; code: string | null }> = {
@@ -731,67 +576,6 @@ function errorBody(status: number, overrides: NonNullable<FakeBehavior['error']>
       code: overrides.code === undefined ? defaults.code : overrides.code,
     },
   };
-}
-
-function sendJson(
-  res: ServerResponse,
-  status: number,
-  value: unknown,
-  headers: Record<string, string> = {},
-  contentType = 'application/json',
-): void {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  res.writeHead(status, {
-    ...headers,
-    'content-type': contentType,
-    'content-length': String(Buffer.byteLength(text)),
-  });
-  res.end(text);
-}
-
-function readBody(req: IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => parts.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(parts)));
-    req.on('error', reject);
-  });
-}
-
-/** Writes and waits until the data is handed to the socket, so a following cut cannot discard it. */
-function write(res: ServerResponse, data: string, gone: AbortSignal): Promise<void> {
-  if (gone.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    // A write pending when the socket dies may never call back: the abort resolves it instead.
-    const done = (): void => {
-      gone.removeEventListener('abort', done);
-      resolve();
-    };
-    gone.addEventListener('abort', done);
-    res.write(data, done);
-  });
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done);
-  });
-}
-
-function waitUntil(signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-}
-
-function isObject(value: unknown): value is JsonObject {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 function firstInteger(...values: unknown[]): number | undefined {

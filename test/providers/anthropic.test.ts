@@ -424,7 +424,8 @@ describe('AnthropicProvider: cancellation', () => {
   });
 
   it('releases the upstream when the consumer stops reading', async () => {
-    fake.setBehavior({ delayBetweenEventsMs: 50 });
+    // Long enough that it cannot end within the short drain Gantry allows a stream it stopped reading.
+    fake.setBehavior({ delayBetweenEventsMs: 50, reply: 'word '.repeat(40).trim() });
     const result = await provider.chat(chatBody({ stream: true }), ctx());
     const { chunks } = await collect(result, 2);
     expect(chunks).toHaveLength(2);
