@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type {
   CallContext,
   InferenceProvider,
@@ -10,6 +10,7 @@ import { UpstreamError } from '../../providers/upstream-error.js';
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { GantryError } from '../errors.js';
+import { clientGoneSignal } from './client.js';
 import { fromUpstream } from './upstream-errors.js';
 
 export type ProviderCall = (
@@ -29,7 +30,6 @@ export interface DispatchOptions {
   isPreamble?: (event: SseEvent) => boolean;
   /** Only providers that have this capability are tried (e.g. native Responses). */
   accepts?: (provider: InferenceProvider) => boolean;
-  log: FastifyBaseLogger;
 }
 
 /**
@@ -39,13 +39,15 @@ export interface DispatchOptions {
  */
 export async function dispatch(
   gantry: Gantry,
+  request: FastifyRequest,
+  reply: FastifyReply,
   model: CatalogModel,
   body: JsonObject,
   call: ProviderCall,
-  clientSignal: AbortSignal,
-  requestId: string,
-  options: DispatchOptions,
+  options: DispatchOptions = {},
 ): Promise<Dispatched> {
+  const clientSignal = clientGoneSignal(reply);
+  const requestId = String(request.id);
   let lastError: UpstreamError | undefined;
   for (const route of model.entry.routes) {
     const provider = gantry.providers.get(route.provider);
@@ -65,7 +67,7 @@ export async function dispatch(
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;
       if (err.failure === 'aborted' || clientSignal.aborted) throw fromUpstream(err);
-      options.log.warn(
+      request.log.warn(
         { provider: provider.name, failure: err.failure, status: err.status, reason: err.message },
         'upstream failed',
       );

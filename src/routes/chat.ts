@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import { rejectOtherMethods } from '../error-handler.js';
-import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import { isRoleOnlyChunk } from '../inference/preamble.js';
 import { renameModel, renameModelInEvent } from '../inference/rename.js';
@@ -40,12 +39,12 @@ export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
     });
     const { result, upstreamModel, provider } = await dispatch(
       gantry,
+      request,
+      reply,
       model,
       upstreamBody,
       (p, b, ctx) => p.chat(b, ctx),
-      clientGoneSignal(reply),
-      String(request.id),
-      { isPreamble: isRoleOnlyChunk, log: request.log },
+      { isPreamble: isRoleOnlyChunk },
     );
     ticket.servedBy(provider.name);
     if (result.kind === 'json') {

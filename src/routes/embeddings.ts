@@ -2,7 +2,6 @@ import type { FastifyInstance } from 'fastify';
 import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import { rejectOtherMethods } from '../error-handler.js';
-import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import { renameModel } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
@@ -26,12 +25,11 @@ export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): v
     });
     const { result, provider } = await dispatch(
       gantry,
+      request,
+      reply,
       model,
       applyDefaults(body, model.entry.defaults),
       (p, b, ctx) => p.embeddings(b, ctx),
-      clientGoneSignal(reply),
-      String(request.id),
-      { log: request.log },
     );
     ticket.servedBy(provider.name);
     if (result.kind !== 'json') throw new Error('an embeddings provider returned a stream');

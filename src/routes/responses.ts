@@ -5,7 +5,6 @@ import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, inferenceEnvelope } from '../errors.js';
-import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
 import { renameModel, renameModelInEvent } from '../inference/rename.js';
@@ -71,12 +70,12 @@ async function passThrough(
   });
   const { result, upstreamModel, provider } = await dispatch(
     gantry,
+    request,
+    reply,
     model,
     body,
     (p, b, ctx) => (p.responses as NonNullable<InferenceProvider['responses']>)(b, ctx),
-    clientGoneSignal(reply),
-    String(request.id),
-    { isPreamble: isResponsesPreamble, accepts: hasNativeResponses, log: request.log },
+    { isPreamble: isResponsesPreamble, accepts: hasNativeResponses },
   );
   ticket.servedBy(provider.name);
   if (result.kind === 'json') {
@@ -141,12 +140,12 @@ async function bridge(
   });
   const { result, provider } = await dispatch(
     gantry,
+    request,
+    reply,
     model,
     upstreamBody,
     (p, b, ctx) => p.chat(b, ctx),
-    clientGoneSignal(reply),
-    String(request.id),
-    { isPreamble: isRoleOnlyChunk, log: request.log },
+    { isPreamble: isRoleOnlyChunk },
   );
   ticket.servedBy(provider.name);
   if (result.kind === 'json') {
