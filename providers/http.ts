@@ -62,7 +62,13 @@ export class UpstreamClient {
     const call = new LinkedAbort(clientSignal, this.timeouts.totalMs);
     let res: Awaited<ReturnType<Pool['request']>>;
     try {
-      res = await this.pool.request({ method, path: this.pathPrefix + path, headers, body, signal: call.signal });
+      res = await this.pool.request({
+        method,
+        path: this.pathPrefix + path,
+        headers,
+        body,
+        signal: call.signal,
+      });
     } catch (err) {
       call.release();
       throw this.mapError(err, call, false);
@@ -90,9 +96,14 @@ export class UpstreamClient {
         try {
           return JSON.parse(text) as unknown;
         } catch (cause) {
-          throw new UpstreamError('protocol', this.provider, `${this.provider} sent a body that is not JSON`, {
-            cause,
-          });
+          throw new UpstreamError(
+            'protocol',
+            this.provider,
+            `${this.provider} sent a body that is not JSON`,
+            {
+              cause,
+            },
+          );
         }
       },
       dump: async () => {
