@@ -1,15 +1,22 @@
 /**
  * `npm run bench`: what Gantry costs on top of a plain upstream call.
  *
- * Starts three child processes on 127.0.0.1 (random ports): a fake OpenAI-compatible upstream that answers
- * at once, a bare pass-through proxy (node:http + undici, no logic: the practical ceiling for a Node
+ * Starts child processes on 127.0.0.1 (random ports): a fake OpenAI-compatible upstream that answers at
+ * once, a bare pass-through proxy (node:http + undici, no logic: the practical ceiling for a Node
  * gateway), and the compiled Gantry with one `openai` provider pointing at the fake. Then it drives the
- * three targets ("direct" is the fake itself), interleaved round by round so machine noise hits them
- * alike, and prints added latency, throughput, streaming times, CPU per request and Gantry's memory, with
- * PASS/MISS against the performance targets. Results go to bench/results/latest.json.
+ * targets ("direct" is the fake itself), interleaved round by round so machine noise hits them alike, and
+ * prints added latency, throughput, streaming times, CPU per request and Gantry's memory, with PASS/MISS
+ * against the performance targets. Results go to bench/results/latest.json.
+ *
+ * Limits and metering: the same compiled Gantry runs twice more with tier ceilings (account and model
+ * buckets: concurrency, requests, input and output tokens, all too high to refuse), a billable price and
+ * credits: `gantry-limits` in-process (embedded mode), `gantry-redis` on a redis-server the bench starts
+ * (temp dir, no persistence; skipped with a warning when redis-server is missing). Their added latency
+ * is reported against `gantry` (no ceilings), and a short run under MONITOR counts the Redis commands
+ * each request costs.
  *
  * Settings (environment variable, or flag where shown):
- *   BENCH_QUICK=1 / --quick        one short round (~25 s) instead of the default run (~2 min)
+ *   BENCH_QUICK=1 / --quick        one short round (~35 s) instead of the default run (~2 min 15 s)
  *   BENCH_ROUNDS / --rounds N      rounds (default 3, quick 1)
  *   BENCH_LATENCY_REQUESTS         measured requests per target and round at concurrency 1 (2000)
  *   BENCH_THROUGHPUT_MS            measured time per target, round and concurrency (2500)
@@ -21,12 +28,21 @@
  *   BENCH_CHUNK_GAP_MS             pause between stream chunks in the fake upstream (0)
  *   BENCH_RENAME=1 / --rename      add a Gantry target whose route renames the model upstream
  *   BENCH_PROFILE=1 / --profile    run Gantry under `node --cpu-prof` and print where its time went
+ *   BENCH_PROFILE_TARGET           which Gantry to profile: gantry (default), gantry-limits, gantry-redis
  *   BENCH_PHASES                   which measurements: latency,throughput,stream (all); e.g. for profiling
  *   BENCH_OUT                      JSON output file (bench/results/latest.json)
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
  *                                  side by side as target `gantry-b`: an A/B comparison in one run
+ *   BENCH_LIMITS=0                 leave out gantry-limits and gantry-redis
+ *   BENCH_REDIS=0                  leave out gantry-redis only
+ *   BENCH_LIMITS_PHASES            phases gantry-limits and gantry-redis take part in, by id: latency-c1,
+ *                                  throughput-c<N>, stream-c1, stream-c<N>, or all (latency-c1,throughput-c32)
+ *   BENCH_REDIS_COUNT_REQUESTS     requests of the Redis command count run under MONITOR (2000, quick 500;
+ *                                  0 skips it)
+ *   BENCH_REDIS_SERVER             the redis-server command (redis-server, from PATH)
  */
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -34,6 +50,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import {
+  adoptPid,
   type Child,
   killAllNow,
   ORPHAN_GUARD,
@@ -45,6 +62,7 @@ import {
 } from './lib/children.js';
 import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
+import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
 import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -53,6 +71,12 @@ const TARGETS = {
   addedP99Ms: 3,
   throughputPctOfBare: 60,
   ttfcVsBareMs: 1,
+  /** gantry-limits p50 − gantry p50 at c=1: what in-process limits and metering add. */
+  limitsAddedP50Ms: 0.2,
+  /** gantry-redis p50 − gantry p50 at c=1: what limits and metering on Redis add. */
+  redisAddedP50Ms: 1,
+  /** Redis round trips per admission (the admission script: one EVALSHA). */
+  redisRoundTripsPerAdmission: 1,
 };
 
 // ---------------------------------------------------------------------------------------------- settings
@@ -75,6 +99,7 @@ if (flags.help) {
 const env = process.env;
 const truthy = (v: string | undefined) => v !== undefined && v !== '' && v !== '0' && v !== 'false';
 const quick = flags.quick === true || truthy(env.BENCH_QUICK);
+const off = (v: string | undefined) => v === '0' || v === 'false' || v === 'no' || v === 'off';
 
 function int(name: string, fallback: number, min = 0, max = 10_000_000): number {
   const raw = env[name];
@@ -108,6 +133,17 @@ function phaseSet(raw: string | undefined): string[] {
   return chosen;
 }
 
+/** BENCH_LIMITS_PHASES: phase ids, or undefined for every phase. */
+function phaseIds(raw: string | undefined): string[] | undefined {
+  const text = raw === undefined || raw.trim() === '' ? 'latency-c1,throughput-c32' : raw;
+  if (text.trim() === 'all') return undefined;
+  const ids = text.split(',').map((s) => s.trim());
+  const bad = ids.filter((id) => !/^(latency-c1|throughput-c\d+|stream-c\d+)$/.test(id));
+  if (bad.length > 0)
+    throw new Error(`BENCH_LIMITS_PHASES: unknown ${bad.join(', ')} (e.g. latency-c1,throughput-c32 or all)`);
+  return ids;
+}
+
 const settings = {
   quick,
   rounds: flags.rounds ? Number(flags.rounds) : int('BENCH_ROUNDS', quick ? 1 : 3, 1, 100),
@@ -125,6 +161,8 @@ const settings = {
   gapMs: int('BENCH_CHUNK_GAP_MS', 0, 0, 10_000),
   rename: flags.rename === true || truthy(env.BENCH_RENAME),
   profile: flags.profile === true || truthy(env.BENCH_PROFILE),
+  /** Which Gantry runs under --cpu-prof: gantry, gantry-limits or gantry-redis. */
+  profileTarget: env.BENCH_PROFILE_TARGET || 'gantry',
   /** Upstream connections of both proxies (Gantry's default max_connections). */
   upstreamConnections: 128,
   out: env.BENCH_OUT || join(ROOT, 'bench', 'results', 'latest.json'),
@@ -132,15 +170,32 @@ const settings = {
   gantryBin: env.BENCH_GANTRY_BIN || join(ROOT, 'bin', 'gantry.js'),
   /** A second gantry command measured side by side as target `gantry-b` (A/B in one interleaved run). */
   compareBin: env.BENCH_COMPARE_BIN || undefined,
+  /** gantry-limits: ceilings, pricing and credits, in-process. */
+  limits: !off(env.BENCH_LIMITS),
+  /** gantry-redis: the same on a redis-server started by the bench. */
+  redis: !off(env.BENCH_LIMITS) && !off(env.BENCH_REDIS),
+  /** Phases the two limits targets take part in (undefined: all). */
+  limitsPhases: phaseIds(env.BENCH_LIMITS_PHASES),
+  redisCountRequests: int('BENCH_REDIS_COUNT_REQUESTS', quick ? 500 : 2_000, 0, 1_000_000),
+  redisServer: env.BENCH_REDIS_SERVER || 'redis-server',
 };
 if (!settings.phases.includes('throughput')) settings.concurrency = [];
 if (!settings.phases.includes('stream')) settings.streamConcurrency = [];
+if (!['gantry', 'gantry-limits', 'gantry-redis'].includes(settings.profileTarget))
+  throw new Error('BENCH_PROFILE_TARGET: gantry, gantry-limits or gantry-redis');
 if (!Number.isInteger(settings.rounds) || settings.rounds < 1)
   throw new Error('--rounds: expected a positive integer');
 
 // ------------------------------------------------------------------------------------------------ targets
 
-type TargetName = 'direct' | 'bare' | 'gantry' | 'gantry-rename' | 'gantry-b';
+type TargetName =
+  | 'direct'
+  | 'bare'
+  | 'gantry'
+  | 'gantry-rename'
+  | 'gantry-b'
+  | 'gantry-limits'
+  | 'gantry-redis';
 
 interface Target {
   name: TargetName;
@@ -148,6 +203,10 @@ interface Target {
   model: string;
   /** The process that serves this target, besides the upstream (none for direct). */
   proxy?: Child;
+  /** Another process working for this target (gantry-redis: redis-server), whose CPU is counted too. */
+  sidecarPid?: number;
+  /** The phases (ids) this target takes part in; all when absent. */
+  phases?: ReadonlySet<string>;
   json: RequestSpec;
   stream: RequestSpec;
   pools: Map<number, Pool>;
@@ -173,7 +232,13 @@ function chatBody(model: string, stream: boolean): Buffer {
   );
 }
 
-function makeTarget(name: TargetName, origin: string, model: string, proxy?: Child): Target {
+function makeTarget(
+  name: TargetName,
+  origin: string,
+  model: string,
+  proxy?: Child,
+  extra: { sidecarPid?: number; phases?: ReadonlySet<string> } = {},
+): Target {
   const headers = {
     'content-type': 'application/json',
     accept: 'application/json',
@@ -186,6 +251,7 @@ function makeTarget(name: TargetName, origin: string, model: string, proxy?: Chi
     origin,
     model,
     ...(proxy ? { proxy } : {}),
+    ...extra,
     json: { path, headers, body: chatBody(model, false), stream: false },
     stream: { path, headers, body: chatBody(model, true), stream: true },
     pools: new Map(),
@@ -201,15 +267,61 @@ function poolOf(target: Target, concurrency: number): Pool {
   return pool;
 }
 
-function gantryYaml(upstreamPort: number): string {
+/**
+ * The limits targets' ceilings: every kind set on both buckets, far above what the bench sends (about
+ * 10,000 requests/s at most, 40 input and 256 reserved output tokens each, 256 at once), so nothing is
+ * ever refused but every counter is checked and moved on every request.
+ */
+const CEILINGS = {
+  account: {
+    concurrency: 100_000,
+    requests: 2_000_000_000,
+    input_tokens: 1_000_000_000_000,
+    output_tokens: 1_000_000_000_000,
+  },
+  model: {
+    concurrency: 50_000,
+    requests: 1_000_000_000,
+    input_tokens: 500_000_000_000,
+    output_tokens: 500_000_000_000,
+  },
+};
+/** Credits every account starts with (micro-credits must stay a safe integer: 1e9 credits = 1e15). */
+const DEFAULT_BALANCE = 1_000_000_000;
+
+/** Gantry's config; `limits`: tier ceilings, a billable price and a credit balance (gantry-limits/-redis). */
+function gantryYaml(upstreamPort: number, limits = false): string {
+  const pricing = limits
+    ? `
+    billable: true
+    pricing:
+      amount: 2
+      currency: USD
+      unit: million_token`
+    : '';
   const model = (namespace: string, upstreamModel: string) => `
   - namespace: ${namespace}
     name: Bench chat (${upstreamModel})
     type: text
-    apis: [chat]
+    apis: [chat]${pricing}
     routes:
       - provider: bench-upstream
         model: ${upstreamModel}`;
+  const ceilings = (c: Record<string, number>) =>
+    Object.entries(c)
+      .map(([k, v]) => `\n      ${k}: ${v}`)
+      .join('');
+  const tiers = limits
+    ? `
+  default:
+    window_seconds: 60
+    account:${ceilings(CEILINGS.account)}
+    model:${ceilings(CEILINGS.model)}
+credits:
+  per_currency: { USD: 1000 }
+  default_balance: ${DEFAULT_BALANCE}`
+    : `
+  default: {}`;
   return `# Written by bench/run.ts for one run.
 server:
   host: 127.0.0.1
@@ -220,13 +332,14 @@ providers:
     kind: openai
     base_url: http://127.0.0.1:${upstreamPort}/v1
     max_connections: ${settings.upstreamConnections}
-tiers:
-  default: {}
+tiers:${tiers}
 models:${model(MODEL, MODEL)}${model(RENAMED_MODEL, UPSTREAM_NAME_FOR_RENAMED)}
 `;
 }
 
 // --------------------------------------------------------------------------------------------- sanity
+
+const isLimited = (name: string) => name === 'gantry-limits' || name === 'gantry-redis';
 
 interface Checked {
   content: string;
@@ -247,11 +360,23 @@ async function sanityCheck(target: Target): Promise<{ json: Checked; stream: Che
       const text = await res.body.text();
       if (res.statusCode !== 200)
         throw new Error(`${target.name}: HTTP ${res.statusCode}: ${text.slice(0, 300)}`);
-      return { text, contentType: String(res.headers['content-type'] ?? '') };
+      return { text, contentType: String(res.headers['content-type'] ?? ''), headers: res.headers };
     };
     const j = await send(target.json);
     if (!j.contentType.startsWith('application/json'))
       throw new Error(`${target.name}: JSON answer is ${j.contentType}`);
+    if (isLimited(target.name)) {
+      // The limiter ran: the answer carries the tightest bucket's quota (the model bucket's ceilings).
+      const limit = Number(j.headers['x-ratelimit-limit-requests']);
+      const tokensOut = Number(j.headers['x-gantry-ratelimit-limit-tokens-out']);
+      if (limit !== CEILINGS.model.requests || tokensOut !== CEILINGS.model.output_tokens) {
+        throw new Error(
+          `${target.name}: no rate-limit headers from the configured ceilings (x-ratelimit-limit-requests: ` +
+            `${j.headers['x-ratelimit-limit-requests']}, x-gantry-ratelimit-limit-tokens-out: ` +
+            `${j.headers['x-gantry-ratelimit-limit-tokens-out']})`,
+        );
+      }
+    }
     const body = JSON.parse(j.text) as {
       object?: string;
       model?: string;
@@ -372,6 +497,8 @@ interface Run {
   cpuProxyMs: number;
   cpuUpstreamMs: number;
   cpuBenchMs: number;
+  /** CPU of the target's sidecar (gantry-redis: redis-server); 0 without one. */
+  cpuSidecarMs: number;
   /** New TCP connections the upstream accepted during the phase (keep-alive working: about 0). */
   upstreamConnections: number;
 }
@@ -393,11 +520,14 @@ async function runPhase(
 ): Promise<Omit<Run, 'round'>> {
   const pool = poolOf(target, phase.plan.concurrency);
   const proxyPid = target.proxy?.pid;
+  const sidecarPid = target.sidecarPid;
   const stats0 = await upstreamStats(statsPool);
   const cpu0 = [proxyPid ? readCpuMs(proxyPid) : 0, readCpuMs(upstream.pid), process.cpuUsage()] as const;
+  const sidecar0 = sidecarPid ? readCpuMs(sidecarPid) : 0;
   const result = await drive(pool, phase.stream ? target.stream : target.json, phase.plan);
   const bench = process.cpuUsage(cpu0[2]);
   const cpuProxyMs = proxyPid ? readCpuMs(proxyPid) - cpu0[0] : 0;
+  const cpuSidecarMs = sidecarPid ? readCpuMs(sidecarPid) - sidecar0 : 0;
   const cpuUpstreamMs = readCpuMs(upstream.pid) - cpu0[1];
   const stats1 = await upstreamStats(statsPool);
   return {
@@ -405,6 +535,7 @@ async function runPhase(
     cpuProxyMs,
     cpuUpstreamMs,
     cpuBenchMs: (bench.user + bench.system) / 1000,
+    cpuSidecarMs,
     upstreamConnections: stats1.connections - stats0.connections,
   };
 }
@@ -418,10 +549,14 @@ const int0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('
 const mb = (bytes: number | undefined) =>
   bytes === undefined ? 'n/a' : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
 
-function table(title: string, header: string[], rows: string[][]): string {
+/** A text table; the first `leftColumns` columns are left-aligned, the others right-aligned. */
+function table(title: string, header: string[], rows: string[][], leftColumns = 1): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
-    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ');
+    cells
+      .map((c, i) => (i < leftColumns ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd();
   const rule = widths.map((w) => '-'.repeat(w)).join('  ');
   return [`\n${title}`, line(header), rule, ...rows.map(line)].join('\n');
 }
@@ -432,6 +567,8 @@ interface Verdict {
   value: number;
   limit: string;
   pass: boolean;
+  /** How to print the value, when not in ms (signed) or % (metric names with %). */
+  display?: string;
 }
 
 /**
@@ -494,11 +631,12 @@ async function main(): Promise<number> {
   };
   log(
     `gantry bench: node ${host.node}, ${host.cpus} CPUs (${host.cpuModel}), ${settings.rounds} round(s)` +
-      `${settings.quick ? ' [quick]' : ''}${settings.profile ? ' [profiling Gantry: its numbers are inflated]' : ''}`,
+      `${settings.quick ? ' [quick]' : ''}${settings.profile ? ` [profiling ${settings.profileTarget}: its numbers are inflated]` : ''}`,
   );
 
   tempDir = mkdtempSync(join(tmpdir(), 'gantry-bench-'));
   const configPath = join(tempDir, 'gantry.yaml');
+  const limitsConfigPath = join(tempDir, 'gantry-limits.yaml');
   const resultsDir = dirname(settings.out);
   const profileDir = join(ROOT, 'bench', 'results', 'profile');
 
@@ -524,8 +662,22 @@ async function main(): Promise<number> {
     keepAliveMaxTimeout: 600_000,
   });
   openPools.push(statsPool);
-  // 2. the bare proxy
-  const bare = await startChild({
+  // 2. the bare proxy, and the redis-server of gantry-redis
+  let redisSkipped: string | undefined;
+  if (settings.redis && spawnSync(settings.redisServer, ['--version']).status !== 0) {
+    redisSkipped = `${settings.redisServer} is not installed (or does not run): gantry-redis is SKIPPED (apt-get install -y redis-server)`;
+    process.stdout.write(`\n!!!\n!!! ${redisSkipped}\n!!!\n\n`);
+  }
+  const redisPromise =
+    settings.redis && !redisSkipped
+      ? startChild({
+          name: 'redis-server',
+          args: ['--import', 'tsx', 'bench/redis-server.ts', '--server', settings.redisServer],
+          cwd: ROOT,
+          ready: 'ipc',
+        })
+      : undefined;
+  const barePromise = startChild({
     name: 'bare-proxy',
     args: [
       '--import',
@@ -539,22 +691,40 @@ async function main(): Promise<number> {
     cwd: ROOT,
     ready: 'ipc',
   });
-  // 3. Gantry, compiled
+  const [bare, redis] = await Promise.all([barePromise, redisPromise]);
+  const redisPid = redis && typeof redis.info.pid === 'number' ? redis.info.pid : undefined;
+  if (redis && redisPid) adoptPid(redis, redisPid);
+  // 3. Gantry, compiled (every instance at once: each builds its tokenizer at start)
   writeFileSync(configPath, gantryYaml(upstream.port));
+  writeFileSync(limitsConfigPath, gantryYaml(upstream.port, true));
   const nodeFlags = ['--import', ORPHAN_GUARD];
   if (settings.profile) {
     rmSync(profileDir, { recursive: true, force: true });
     mkdirSync(profileDir, { recursive: true });
-    nodeFlags.push('--cpu-prof', '--cpu-prof-dir', profileDir, '--cpu-prof-name', 'gantry.cpuprofile');
+    nodeFlags.push(
+      '--cpu-prof',
+      '--cpu-prof-dir',
+      profileDir,
+      '--cpu-prof-name',
+      `${settings.profileTarget}.cpuprofile`,
+    );
   }
-  const { GANTRY_CONFIG: _ignored, ...inherited } = process.env;
-  const launchGantry = (name: string, bin: string, flags: string[]) =>
+  // Only gantry-redis runs on Redis, whatever the caller's environment says.
+  const { GANTRY_CONFIG: _ignored, REDIS_URL: _ignoredToo, ...inherited } = process.env;
+  const launchGantry = (
+    name: string,
+    bin: string,
+    flags: string[],
+    config = configPath,
+    env: Record<string, string> = {},
+  ) =>
     startChild({
       name,
-      args: [...flags, bin, 'serve', '--config', configPath],
+      args: [...flags, bin, 'serve', '--config', config],
       cwd: ROOT,
       env: {
         ...inherited,
+        ...env,
         HOST: '127.0.0.1',
         PORT: '0',
         GANTRY_DATA_DIR: join(tempDir as string, `data-${name}`),
@@ -564,10 +734,24 @@ async function main(): Promise<number> {
       },
       ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
     });
-  const gantry = await launchGantry('gantry', settings.gantryBin, nodeFlags);
-  const gantryB = settings.compareBin
-    ? await launchGantry('gantry-b', settings.compareBin, ['--import', ORPHAN_GUARD])
-    : undefined;
+  const guard = ['--import', ORPHAN_GUARD];
+  const flagsOf = (name: string) => (name === settings.profileTarget ? nodeFlags : guard);
+  if (settings.profile && settings.profileTarget === 'gantry-redis' && !redis)
+    throw new Error('BENCH_PROFILE_TARGET=gantry-redis, but gantry-redis does not run');
+  if (settings.profile && settings.profileTarget === 'gantry-limits' && !settings.limits)
+    throw new Error('BENCH_PROFILE_TARGET=gantry-limits, but BENCH_LIMITS=0');
+  const [gantry, gantryB, gantryLimits, gantryRedis] = await Promise.all([
+    launchGantry('gantry', settings.gantryBin, flagsOf('gantry')),
+    settings.compareBin ? launchGantry('gantry-b', settings.compareBin, guard) : undefined,
+    settings.limits
+      ? launchGantry('gantry-limits', settings.gantryBin, flagsOf('gantry-limits'), limitsConfigPath)
+      : undefined,
+    redis
+      ? launchGantry('gantry-redis', settings.gantryBin, flagsOf('gantry-redis'), limitsConfigPath, {
+          REDIS_URL: `redis://127.0.0.1:${redis.port}`,
+        })
+      : undefined,
+  ]);
   log(
     `upstream :${upstream.port} (pid ${upstream.pid}), bare proxy :${bare.port} (pid ${bare.pid}), gantry :${gantry.port} (pid ${gantry.pid})`,
   );
@@ -583,7 +767,30 @@ async function main(): Promise<number> {
     targets.push(makeTarget('gantry-b', `http://127.0.0.1:${gantryB.port}`, MODEL, gantryB));
     log(`gantry-b (${settings.compareBin}) :${gantryB.port} (pid ${gantryB.pid})`);
   }
+  const limitsPhases = settings.limitsPhases ? new Set(settings.limitsPhases) : undefined;
+  const limitsExtra = limitsPhases ? { phases: limitsPhases } : {};
+  if (gantryLimits) {
+    targets.push(
+      makeTarget('gantry-limits', `http://127.0.0.1:${gantryLimits.port}`, MODEL, gantryLimits, limitsExtra),
+    );
+    log(
+      `gantry-limits (ceilings, pricing, credits; embedded) :${gantryLimits.port} (pid ${gantryLimits.pid})`,
+    );
+  }
+  if (gantryRedis && redis) {
+    targets.push(
+      makeTarget('gantry-redis', `http://127.0.0.1:${gantryRedis.port}`, MODEL, gantryRedis, {
+        ...limitsExtra,
+        ...(redisPid ? { sidecarPid: redisPid } : {}),
+      }),
+    );
+    log(
+      `gantry-redis (the same on Redis) :${gantryRedis.port} (pid ${gantryRedis.pid}), redis-server ` +
+        `${String(redis.info.version)} :${redis.port} (pid ${redisPid})`,
+    );
+  }
   const names = targets.map((t) => t.name);
+  const takesPart = (target: Target, phase: Phase) => !target.phases || target.phases.has(phase.id);
 
   // Sanity: every target answers the same, well-formed content.
   const checked = await Promise.all(targets.map((t) => sanityCheck(t)));
@@ -596,8 +803,14 @@ async function main(): Promise<number> {
 
   // Warm-up (JIT, connection pools) for every target, not measured.
   const allPhases = phases();
+  if (limitsPhases && env.BENCH_LIMITS_PHASES) {
+    const unknown = [...limitsPhases].filter((id) => !allPhases.some((p) => p.id === id));
+    if (unknown.length > 0 && (gantryLimits || gantryRedis)) {
+      log(`note: BENCH_LIMITS_PHASES names phases this run does not have: ${unknown.join(', ')}`);
+    }
+  }
   for (const target of targets) {
-    for (const phase of allPhases) {
+    for (const phase of allPhases.filter((p) => takesPart(target, p))) {
       const plan: Plan =
         phase.plan.kind === 'count'
           ? { ...phase.plan, warmup: 0, requests: phase.plan.warmup * 2 }
@@ -617,7 +830,8 @@ async function main(): Promise<number> {
   const gantryRssByRound: Array<number | undefined> = [];
   for (let round = 0; round < settings.rounds; round++) {
     for (const phase of allPhases) {
-      const order = targets.map((_, i) => targets[(i + round) % targets.length] as Target);
+      const active = targets.filter((t) => takesPart(t, phase));
+      const order = active.map((_, i) => active[(i + round) % active.length] as Target);
       for (const target of order) {
         const run = await runPhase(target, phase, upstream, statsPool);
         const byTarget = runs.get(phase.id) ?? new Map<TargetName, Run[]>();
@@ -635,9 +849,35 @@ async function main(): Promise<number> {
     gantryAfterWarmup,
     gantryRssByRound,
     gantryB: gantryB ? readMemory(gantryB.pid) : undefined,
+    gantryLimits: gantryLimits ? readMemory(gantryLimits.pid) : undefined,
+    gantryRedis: gantryRedis ? readMemory(gantryRedis.pid) : undefined,
+    redisServer: redisPid ? readMemory(redisPid) : undefined,
     bare: readMemory(bare.pid),
     upstream: readMemory(upstream.pid),
   };
+
+  // Redis commands per request: a short run on gantry-redis under MONITOR, apart from the timed phases.
+  let redisCount: RedisCount | undefined;
+  const countErrors: string[] = [];
+  const redisTarget = targets.find((t) => t.name === 'gantry-redis');
+  if (redisTarget && redis && settings.redisCountRequests > 0) {
+    const pool = poolOf(redisTarget, 1);
+    if (!openPools.includes(pool)) openPools.push(pool);
+    const scripts = await scriptNames(settings.gantryBin);
+    // 750 ms idle on each side of the window: 3 usage flushes (every 250 ms by default).
+    redisCount = await countRedisCommands(redis.port, scripts, 750, async () => {
+      const r = await drive(pool, redisTarget.json, {
+        kind: 'count',
+        concurrency: 1,
+        warmup: 0,
+        requests: settings.redisCountRequests,
+      });
+      if (r.errors > 0)
+        countErrors.push(`redis count run: ${r.errors} errors (${r.errorSamples.join('; ')})`);
+      return r.completedAll;
+    });
+    log(`redis command count done (${redisCount.requests} requests under MONITOR)`);
+  }
 
   // ------------------------------------------------------------------------------------------ aggregation
   const pooled = (phaseId: string, name: TargetName, field: 'latency' | 'ttfc'): Summary => {
@@ -651,7 +891,7 @@ async function main(): Promise<number> {
   const cpuPerRequestUs = (
     phaseId: string,
     name: TargetName,
-    which: 'cpuProxyMs' | 'cpuUpstreamMs' | 'cpuBenchMs',
+    which: 'cpuProxyMs' | 'cpuUpstreamMs' | 'cpuBenchMs' | 'cpuSidecarMs',
   ) => {
     const list = runs.get(phaseId)?.get(name) ?? [];
     const ms = list.reduce((s, r) => s + r[which], 0);
@@ -660,7 +900,7 @@ async function main(): Promise<number> {
   };
   const newUpstreamConnections = (phaseId: string, name: TargetName) =>
     (runs.get(phaseId)?.get(name) ?? []).reduce((sum, r) => sum + r.upstreamConnections, 0);
-  const errors: string[] = [];
+  const errors: string[] = [...countErrors];
   for (const [phaseId, byTarget] of runs) {
     for (const [name, list] of byTarget) {
       for (const r of list) {
@@ -675,7 +915,9 @@ async function main(): Promise<number> {
 
   const out: string[] = [];
   const verdicts: Verdict[] = [];
-  const gantryNames = names.filter((n) => n.startsWith('gantry'));
+  /** The targets measured in a phase, in target order. */
+  const namesIn = (phaseId: string) => names.filter((n) => (runs.get(phaseId)?.get(n) ?? []).length > 0);
+  const gantryIn = (phaseId: string) => namesIn(phaseId).filter((n) => n.startsWith('gantry'));
   const json: Record<string, unknown> = {
     version: 1,
     date: new Date().toISOString(),
@@ -687,13 +929,15 @@ async function main(): Promise<number> {
 
   // Latency at concurrency 1.
   if (settings.phases.includes('latency')) {
-    const lat = new Map(names.map((n) => [n, pooled('latency-c1', n, 'latency')] as const));
+    const here = namesIn('latency-c1');
+    const gantryHere = gantryIn('latency-c1');
+    const lat = new Map(here.map((n) => [n, pooled('latency-c1', n, 'latency')] as const));
     const direct = lat.get('direct') as Summary;
     out.push(
       table(
         `Non-streaming latency, concurrency 1 (ms; ${settings.rounds} x ${settings.latencyRequests} requests per target, pooled)`,
         ['target', 'p50', 'p90', 'p99', 'mean', 'added p50', 'added p99'],
-        names.map((n) => {
+        here.map((n) => {
           const s = lat.get(n) as Summary;
           const isDirect = n === 'direct';
           return [
@@ -708,7 +952,7 @@ async function main(): Promise<number> {
         }),
       ),
     );
-    for (const n of gantryNames) {
+    for (const n of gantryHere) {
       const s = lat.get(n) as Summary;
       verdicts.push({
         target: n,
@@ -727,9 +971,9 @@ async function main(): Promise<number> {
     }
     json.latency = {
       concurrency: 1,
-      summaries: Object.fromEntries(names.map((n) => [n, roundSummary(lat.get(n) as Summary)])),
+      summaries: Object.fromEntries(here.map((n) => [n, roundSummary(lat.get(n) as Summary)])),
       addedVsDirect: Object.fromEntries(
-        names
+        here
           .filter((n) => n !== 'direct')
           .map((n) => [
             n,
@@ -740,7 +984,7 @@ async function main(): Promise<number> {
           ]),
       ),
       perRound: Object.fromEntries(
-        names.map((n) => [
+        here.map((n) => [
           n,
           (runs.get('latency-c1')?.get(n) ?? []).map((r) => roundSummary(summarize(r.result.latency))),
         ]),
@@ -753,9 +997,11 @@ async function main(): Promise<number> {
   const tRows: string[][] = [];
   for (const c of settings.concurrency) {
     const id = `throughput-c${c}`;
-    const perRound = new Map(names.map((n) => [n, rpsPerRound(id, n)] as const));
+    const here = namesIn(id);
+    const gantryHere = gantryIn(id);
+    const perRound = new Map(here.map((n) => [n, rpsPerRound(id, n)] as const));
     const bareRounds = perRound.get('bare') ?? [];
-    for (const n of names) {
+    for (const n of here) {
       const rounds = perRound.get(n) ?? [];
       const ratio = median(rounds.map((v, i) => (v / (bareRounds[i] ?? Number.NaN)) * 100));
       const s = pooled(id, n, 'latency');
@@ -784,24 +1030,24 @@ async function main(): Promise<number> {
     }
     throughputJson[`c${c}`] = {
       concurrency: c,
-      rpsMedian: Object.fromEntries(names.map((n) => [n, Math.round(median(perRound.get(n) ?? []))])),
+      rpsMedian: Object.fromEntries(here.map((n) => [n, Math.round(median(perRound.get(n) ?? []))])),
       rpsPerRound: Object.fromEntries(
-        names.map((n) => [n, (perRound.get(n) ?? []).map((v) => Math.round(v))]),
+        here.map((n) => [n, (perRound.get(n) ?? []).map((v) => Math.round(v))]),
       ),
       pctOfBare: Object.fromEntries(
-        gantryNames.map((n) => [
+        gantryHere.map((n) => [
           n,
           round3(median((perRound.get(n) ?? []).map((v, i) => (v / (bareRounds[i] ?? Number.NaN)) * 100))),
         ]),
       ),
       cpuBoundPctOfBare: Object.fromEntries(
-        gantryNames.map((n) => [
+        gantryHere.map((n) => [
           n,
           round3((cpuPerRequestUs(id, 'bare', 'cpuProxyMs') / cpuPerRequestUs(id, n, 'cpuProxyMs')) * 100),
         ]),
       ),
       cpuUsPerRequest: Object.fromEntries(
-        names.map((n) => [
+        here.map((n) => [
           n,
           {
             proxy: n === 'direct' ? null : round3(cpuPerRequestUs(id, n, 'cpuProxyMs')),
@@ -810,8 +1056,8 @@ async function main(): Promise<number> {
           },
         ]),
       ),
-      latency: Object.fromEntries(names.map((n) => [n, roundSummary(pooled(id, n, 'latency'))])),
-      newUpstreamConnections: Object.fromEntries(names.map((n) => [n, newUpstreamConnections(id, n)])),
+      latency: Object.fromEntries(here.map((n) => [n, roundSummary(pooled(id, n, 'latency'))])),
+      newUpstreamConnections: Object.fromEntries(here.map((n) => [n, newUpstreamConnections(id, n)])),
     };
   }
   if (tRows.length > 0)
@@ -840,10 +1086,11 @@ async function main(): Promise<number> {
   const streamCs = settings.phases.includes('stream') ? [1, ...settings.streamConcurrency] : [];
   for (const c of streamCs) {
     const id = `stream-c${c}`;
-    const ttfc = new Map(names.map((n) => [n, pooled(id, n, 'ttfc')] as const));
-    const total = new Map(names.map((n) => [n, pooled(id, n, 'latency')] as const));
+    const here = namesIn(id);
+    const ttfc = new Map(here.map((n) => [n, pooled(id, n, 'ttfc')] as const));
+    const total = new Map(here.map((n) => [n, pooled(id, n, 'latency')] as const));
     const bareTtfc = ttfc.get('bare') as Summary;
-    for (const n of names) {
+    for (const n of here) {
       const t = ttfc.get(n) as Summary;
       const s = total.get(n) as Summary;
       const rps = c === 1 ? Number.NaN : median(rpsPerRound(id, n));
@@ -870,16 +1117,16 @@ async function main(): Promise<number> {
     }
     streamJson[`c${c}`] = {
       concurrency: c,
-      ttfc: Object.fromEntries(names.map((n) => [n, roundSummary(ttfc.get(n) as Summary)])),
-      total: Object.fromEntries(names.map((n) => [n, roundSummary(total.get(n) as Summary)])),
+      ttfc: Object.fromEntries(here.map((n) => [n, roundSummary(ttfc.get(n) as Summary)])),
+      total: Object.fromEntries(here.map((n) => [n, roundSummary(total.get(n) as Summary)])),
       ttfcP50VsBare: Object.fromEntries(
-        names.map((n) => [n, round3((ttfc.get(n) as Summary).p50 - bareTtfc.p50)]),
+        here.map((n) => [n, round3((ttfc.get(n) as Summary).p50 - bareTtfc.p50)]),
       ),
       streamsPerSecond:
-        c === 1 ? null : Object.fromEntries(names.map((n) => [n, Math.round(median(rpsPerRound(id, n)))])),
-      newUpstreamConnections: Object.fromEntries(names.map((n) => [n, newUpstreamConnections(id, n)])),
+        c === 1 ? null : Object.fromEntries(here.map((n) => [n, Math.round(median(rpsPerRound(id, n)))])),
+      newUpstreamConnections: Object.fromEntries(here.map((n) => [n, newUpstreamConnections(id, n)])),
       cpuUsPerStream: Object.fromEntries(
-        names.filter((n) => n !== 'direct').map((n) => [n, round3(cpuPerRequestUs(id, n, 'cpuProxyMs'))]),
+        here.filter((n) => n !== 'direct').map((n) => [n, round3(cpuPerRequestUs(id, n, 'cpuProxyMs'))]),
       ),
     };
   }
@@ -903,6 +1150,156 @@ async function main(): Promise<number> {
     );
   json.streaming = streamJson;
 
+  // Limits and metering: gantry-limits and gantry-redis against gantry, from the same interleaved rounds.
+  const limitNames = (['gantry', 'gantry-limits', 'gantry-redis'] as const).filter((n) =>
+    namesIn('latency-c1').includes(n),
+  );
+  const limitsJson: Record<string, unknown> = {
+    ceilings: CEILINGS,
+    defaultBalance: DEFAULT_BALANCE,
+    phases: settings.limitsPhases ?? 'all',
+    ...(redisSkipped ? { redisSkipped } : {}),
+  };
+  if (limitNames.length > 1) {
+    const lat = (n: TargetName) => pooled('latency-c1', n, 'latency');
+    const base = lat('gantry');
+    const direct = lat('direct');
+    const roundP50 = (n: TargetName) =>
+      (runs.get('latency-c1')?.get(n) ?? []).map((r) => summarize(r.result.latency).p50);
+    const baseRounds = roundP50('gantry');
+    // CPU per request where the limits targets ran under load (the first throughput phase they took part in).
+    const cpuPhase = settings.concurrency
+      .map((c) => `throughput-c${c}`)
+      .find((id) => namesIn(id).includes('gantry-limits') || namesIn(id).includes('gantry-redis'));
+    const cpuLabel = cpuPhase ? cpuPhase.replace('throughput-', '') : '';
+    const redisCpu = cpuPhase !== undefined && namesIn(cpuPhase).includes('gantry-redis');
+    const rows = limitNames.map((n) => {
+      const s = lat(n);
+      const deltas = roundP50(n).map((v, i) => v - (baseRounds[i] ?? Number.NaN));
+      const isBase = n === 'gantry';
+      const row = [
+        n,
+        fmt(s.p50),
+        fmt(s.p99),
+        signed(s.p50 - direct.p50),
+        isBase ? '' : signed(s.p50 - base.p50),
+        isBase ? '' : signed(s.p99 - base.p99),
+        isBase ? '' : deltas.map((d) => signed(d)).join(' '),
+      ];
+      if (cpuPhase) {
+        row.push(namesIn(cpuPhase).includes(n) ? fmt(cpuPerRequestUs(cpuPhase, n, 'cpuProxyMs'), 0) : '');
+      }
+      if (redisCpu)
+        row.push(n === 'gantry-redis' ? fmt(cpuPerRequestUs(cpuPhase, n, 'cpuSidecarMs'), 0) : '');
+      return row;
+    });
+    out.push(
+      table(
+        'Limits and metering: gantry-limits = tier ceilings on the account and model buckets (concurrency, ' +
+          'requests, input and output tokens; never reached), a billable price and credits, in-process; ' +
+          'gantry-redis = the same on Redis. Added vs gantry (no ceilings, free model) at c=1, pooled; ' +
+          `per-round = each round's p50 difference (ms)`,
+        [
+          'target',
+          'p50',
+          'p99',
+          'added p50 vs direct',
+          'added p50 vs gantry',
+          'added p99 vs gantry',
+          'per-round p50 vs gantry',
+          ...(cpuPhase ? [`CPU us/req ${cpuLabel}`] : []),
+          ...(redisCpu ? [`redis-server CPU us/req ${cpuLabel}`] : []),
+        ],
+        rows,
+      ),
+    );
+    const added: Record<string, unknown> = {};
+    for (const n of limitNames.filter((x) => x !== 'gantry')) {
+      const s = lat(n);
+      added[n] = {
+        p50: round3(s.p50 - base.p50),
+        p99: round3(s.p99 - base.p99),
+        perRoundP50: roundP50(n).map((v, i) => round3(v - (baseRounds[i] ?? Number.NaN))),
+        ...(cpuPhase && namesIn(cpuPhase).includes(n)
+          ? {
+              cpuUsPerRequest: {
+                phase: cpuPhase,
+                gantry: round3(cpuPerRequestUs(cpuPhase, n, 'cpuProxyMs')),
+                baseline: round3(cpuPerRequestUs(cpuPhase, 'gantry', 'cpuProxyMs')),
+                ...(n === 'gantry-redis'
+                  ? { redisServer: round3(cpuPerRequestUs(cpuPhase, n, 'cpuSidecarMs')) }
+                  : {}),
+              },
+            }
+          : {}),
+      };
+      const limit = n === 'gantry-limits' ? TARGETS.limitsAddedP50Ms : TARGETS.redisAddedP50Ms;
+      verdicts.push({
+        target: n,
+        metric: `${n === 'gantry-limits' ? 'limits' : 'redis'} added p50 vs gantry, c=1 (ms)`,
+        value: s.p50 - base.p50,
+        limit: `<= ${limit} ms`,
+        pass: s.p50 - base.p50 <= limit,
+      });
+    }
+    limitsJson.addedVsGantry = added;
+  }
+  if (redisCount) {
+    const n = redisCount.requests;
+    const per = (calls: number) => (n > 0 ? calls / n : Number.NaN);
+    const total = redisCount.commands.reduce((sum, c) => sum + c.calls, 0);
+    const admits = redisCount.commands.filter((c) => c.label === 'limiter admit');
+    const admitCalls = admits.reduce((sum, c) => sum + c.calls, 0);
+    const requestPath = redisCount.commands.filter((c) => c.admission).reduce((sum, c) => sum + c.calls, 0);
+    const rows = redisCount.commands.map((c) => [
+      c.command,
+      c.label,
+      c.when,
+      int0(c.calls),
+      fmt(per(c.calls)),
+    ]);
+    rows.push(['', 'request path (admission)', '', int0(requestPath), fmt(per(requestPath))]);
+    rows.push(['', 'all commands', '', int0(total), fmt(per(total))]);
+    const fmtCounts = (r: Record<string, number>) =>
+      Object.entries(r)
+        .sort((a, b) => b[1] - a[1])
+        .map(([k, v]) => `${k.toLowerCase()} ${int0(v)}`)
+        .join(', ') || 'none';
+    out.push(
+      `${table(
+        `Redis commands sent by gantry-redis (${int0(n)} non-streaming requests at c=1 under MONITOR, ` +
+          `${(redisCount.windowMs / 1000).toFixed(1)} s window incl. 2 x 0.75 s idle for the usage flushes; ` +
+          `each command is one round trip; ${redisCount.connections} connections)`,
+        ['command', 'what', 'when', 'calls', 'per request'],
+        rows,
+        3,
+      )}
+` +
+        `  run inside those scripts (not round trips): ${fmtCounts(redisCount.insideScripts)}
+` +
+        `  INFO commandstats over the same window (scripts' inner commands included): ${fmtCounts(redisCount.commandstats)}`,
+    );
+    verdicts.push({
+      target: 'gantry-redis',
+      metric: 'Redis round trips per admission (limiter)',
+      value: per(admitCalls),
+      limit: `<= ${TARGETS.redisRoundTripsPerAdmission}`,
+      pass: per(admitCalls) <= TARGETS.redisRoundTripsPerAdmission,
+      display: fmt(per(admitCalls)),
+    });
+    limitsJson.redisCommands = {
+      ...redisCount,
+      windowMs: round3(redisCount.windowMs),
+      perRequest: {
+        admission: round3(per(admitCalls)),
+        requestPath: round3(per(requestPath)),
+        all: round3(per(total)),
+      },
+    };
+  }
+  if (redisSkipped) out.push(`\n!!! ${redisSkipped}`);
+  json.limits = limitsJson;
+
   // Memory.
   out.push(
     table(
@@ -911,6 +1308,15 @@ async function main(): Promise<number> {
       [
         ['gantry', mb(memory.gantry?.peakRss), mb(memory.gantry?.rss), mb(memory.gantryAfterWarmup?.rss)],
         ...(gantryB ? [['gantry-b', mb(memory.gantryB?.peakRss), mb(memory.gantryB?.rss), '']] : []),
+        ...(gantryLimits
+          ? [['gantry-limits', mb(memory.gantryLimits?.peakRss), mb(memory.gantryLimits?.rss), '']]
+          : []),
+        ...(gantryRedis
+          ? [['gantry-redis', mb(memory.gantryRedis?.peakRss), mb(memory.gantryRedis?.rss), '']]
+          : []),
+        ...(redisPid
+          ? [['redis-server', mb(memory.redisServer?.peakRss), mb(memory.redisServer?.rss), '']]
+          : []),
         ['bare proxy', mb(memory.bare?.peakRss), mb(memory.bare?.rss), ''],
         ['upstream', mb(memory.upstream?.peakRss), mb(memory.upstream?.rss), ''],
       ],
@@ -926,7 +1332,7 @@ async function main(): Promise<number> {
       verdicts.map((v) => [
         v.target,
         v.metric,
-        v.metric.includes('%') ? `${v.value.toFixed(1)} %` : signed(v.value),
+        v.display ?? (v.metric.includes('%') ? `${v.value.toFixed(1)} %` : signed(v.value)),
         v.limit,
         v.pass ? 'PASS' : 'MISS',
       ]),
@@ -941,7 +1347,9 @@ async function main(): Promise<number> {
 
   // Stop everything (Gantry writes its CPU profile on its way out).
   for (const pool of openPools) await pool.close().catch(() => undefined);
-  await stopChild(gantry, settings.profile ? 15_000 : 5_000);
+  const profiled =
+    { gantry, 'gantry-limits': gantryLimits, 'gantry-redis': gantryRedis }[settings.profileTarget] ?? gantry;
+  await stopChild(profiled, settings.profile ? 15_000 : 5_000);
   let profile: ProfileSummary | undefined;
   if (settings.profile) {
     const file = readdirSync(profileDir).find((f) => f.endsWith('.cpuprofile'));

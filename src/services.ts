@@ -17,6 +17,8 @@ import {
   type UsageSink,
 } from './usage/index.js';
 
+const CREDIT_CACHE_MS = 5_000;
+
 /** The stateful parts behind limits and metering, in-process or on Redis depending on the mode. */
 export interface Services {
   mode: 'embedded' | 'redis';
@@ -54,6 +56,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const sinks: UsageSink[] = [];
   let ledger: SqliteUsageSink | undefined;
   let redis: Redis | undefined;
+  let refreshTimer: NodeJS.Timeout | undefined;
   const backend = config.redisUrl ? 'redis' : 'memory';
 
   if (config.redisUrl) {
@@ -73,7 +76,15 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     sinks.push(new RedisStreamSink(redis, { stream: config.usage.stream }));
   } else {
     limiter = new MemoryLimiter({ leaseMs: config.limits.leaseMs });
-    credits = new SqliteCreditStore(store.handle, { defaultBalance: config.credits.defaultBalance });
+    // Balances are read on every billable request: cached in memory (write-through), and forgotten every
+    // few seconds so a grant made by the CLI in another process shows up.
+    const sqliteCredits = new SqliteCreditStore(store.handle, {
+      defaultBalance: config.credits.defaultBalance,
+      cache: true,
+    });
+    refreshTimer = setInterval(() => sqliteCredits.forget(), CREDIT_CACHE_MS);
+    refreshTimer.unref();
+    credits = sqliteCredits;
     ledger = new SqliteUsageSink(store.handle);
     sinks.push(ledger);
   }
@@ -142,6 +153,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
       }
     },
     close: async () => {
+      if (refreshTimer) clearInterval(refreshTimer);
       await usage.close();
       await guarded.close();
       await credits.close();

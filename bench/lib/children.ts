@@ -14,6 +14,8 @@ export interface Child {
   port: number;
   /** The last lines the child wrote (stdout and stderr), for error messages. */
   output: string[];
+  /** The child's IPC ready message (`ready: 'ipc'` only), with whatever else it reported. */
+  info: Record<string, unknown>;
 }
 
 export interface StartOptions {
@@ -34,6 +36,8 @@ export const ORPHAN_GUARD =
   'data:text/javascript,process.channel%3F.unref()%3Bprocess.on(%22disconnect%22%2C()%3D%3Eprocess.exit(0))%3B';
 
 const live = new Set<Child>();
+/** Grandchildren (not node) a child started and normally stops itself: killed too if that child is not. */
+const adopted = new Set<number>();
 const MAX_OUTPUT_LINES = 40;
 
 export function startChild(options: StartOptions): Promise<Child> {
@@ -43,7 +47,7 @@ export function startChild(options: StartOptions): Promise<Child> {
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
   if (proc.pid === undefined) return Promise.reject(new Error(`${options.name}: could not start`));
-  const child: Child = { name: options.name, proc, pid: proc.pid, port: 0, output: [] };
+  const child: Child = { name: options.name, proc, pid: proc.pid, port: 0, output: [], info: {} };
   live.add(child);
   proc.once('exit', () => live.delete(child));
 
@@ -78,8 +82,9 @@ export function startChild(options: StartOptions): Promise<Child> {
     readLines(proc.stderr, onLine);
     proc.on('message', (msg: unknown) => {
       const m = msg as { ready?: boolean; port?: number };
-      if (options.ready === 'ipc' && m.ready && typeof m.port === 'number') {
+      if (options.ready === 'ipc' && m.ready && typeof m.port === 'number' && child.port === 0) {
         child.port = m.port;
+        child.info = msg as Record<string, unknown>;
         settle(null);
       }
     });
@@ -127,6 +132,17 @@ export async function stopAll(graceMs = 5_000): Promise<void> {
   await Promise.all([...live].map((c) => stopChild(c, graceMs)));
 }
 
+/**
+ * A process `owner` started (e.g. the redis-server of bench/redis-server.ts) and stops when it exits
+ * cleanly. If the owner dies otherwise (SIGKILL from killAllNow, a crash), killAllNow kills this pid too.
+ */
+export function adoptPid(owner: Child, pid: number): void {
+  adopted.add(pid);
+  owner.proc.once('exit', (code) => {
+    if (code === 0) adopted.delete(pid);
+  });
+}
+
 /** Synchronous last resort (process 'exit' handler): SIGKILL whatever is still running. */
 export function killAllNow(): void {
   for (const child of live) {
@@ -136,6 +152,14 @@ export function killAllNow(): void {
       // already gone
     }
   }
+  for (const pid of adopted) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+  adopted.clear();
 }
 
 export interface Memory {
