@@ -7,7 +7,7 @@ import {
   fromAnthropicMessage,
   toAnthropicRequest,
 } from './anthropic-translate.js';
-import { UpstreamClient } from './http.js';
+import { requireEventStream, UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
 import type {
   CallContext,
@@ -17,7 +17,6 @@ import type {
   ProviderResult,
   SseEvent,
 } from './types.js';
-import { UpstreamError } from './upstream-error.js';
 
 /**
  * Anthropic's Messages API behind OpenAI chat completions. The request, the response and every stream
@@ -61,15 +60,7 @@ export class AnthropicProvider implements InferenceProvider {
     if (request.stream !== true) {
       return { kind: 'json', body: fromAnthropicMessage(await res.json(), { provider: this.name, model }) };
     }
-    const contentType = String(res.headers['content-type'] ?? '');
-    if (!contentType.includes('text/event-stream')) {
-      await res.dump();
-      throw new UpstreamError(
-        'protocol',
-        this.name,
-        `${this.name} answered a stream request with ${contentType}`,
-      );
-    }
+    await requireEventStream(res, this.name);
     const translator = new AnthropicStreamTranslator({
       provider: this.name,
       model,

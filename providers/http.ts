@@ -196,6 +196,14 @@ export class UpstreamClient {
   }
 }
 
+/** A stream request answered with anything but SSE (some servers fall back to JSON) is a protocol failure. */
+export async function requireEventStream(res: UpstreamResponse, provider: string): Promise<void> {
+  const contentType = String(res.headers['content-type'] ?? '');
+  if (contentType.includes('text/event-stream')) return;
+  await res.dump();
+  throw new UpstreamError('protocol', provider, `${provider} answered a stream request with ${contentType}`);
+}
+
 async function readBounded(body: AsyncIterable<Uint8Array>, limit: number): Promise<string> {
   const parts: Buffer[] = [];
   let size = 0;

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
-import { get_encoding, type Tiktoken } from 'tiktoken';
+import type { Tiktoken } from 'tiktoken';
 import { GantryError } from '../src/errors.js';
+import { sharedEncoder } from '../src/metering/tokens.js';
 import type { CallContext, InferenceProvider, JsonObject, ProviderResult, SseEvent } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -59,12 +60,9 @@ const STOP_WORDS = new Set(
   ).split(' '),
 );
 
-let encoding: Tiktoken | undefined;
-
-/** The WASM encoder takes ~300 ms to build and holds its tables in WASM memory: one per process. */
+/** The process's one o200k encoder (~300 ms to build, tables in WASM memory), shared with metering. */
 function o200k(): Tiktoken {
-  encoding ??= get_encoding('o200k_base');
-  return encoding;
+  return sharedEncoder('o200k_base');
 }
 
 /** encode_ordinary: text like `<|endoftext|>` in user input is just text, never a special token. */

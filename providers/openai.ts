@@ -1,4 +1,4 @@
-import { UpstreamClient } from './http.js';
+import { requireEventStream, UpstreamClient } from './http.js';
 import { parseSse } from './sse.js';
 import type {
   CallContext,
@@ -68,15 +68,7 @@ export class OpenAIProvider implements InferenceProvider {
       }
       return { kind: 'json', body: json as JsonObject };
     }
-    const contentType = String(res.headers['content-type'] ?? '');
-    if (!contentType.includes('text/event-stream')) {
-      await res.dump();
-      throw new UpstreamError(
-        'protocol',
-        this.name,
-        `${this.name} answered a stream request with ${contentType}`,
-      );
-    }
+    await requireEventStream(res, this.name);
     return { kind: 'stream', events: this.events(res.body, isEnd) };
   }
 

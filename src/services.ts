@@ -91,9 +91,16 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   sinks.push(new CreditDebitSink(credits));
   if (config.usage.jsonlPath) sinks.push(new JsonlUsageSink(config.usage.jsonlPath));
 
+  // The gauge is written when the state flips, not on every admission.
+  let limiterUp = true;
+  const markLimiter = (up: boolean) => {
+    if (up === limiterUp) return;
+    limiterUp = up;
+    metrics.limiterUp.set({ backend }, up ? 1 : 0);
+  };
   metrics.limiterUp.set({ backend }, 1);
   const guarded = withFailurePolicy(limiter, config.limits.failurePolicy, (error) => {
-    metrics.limiterUp.set({ backend }, 0);
+    markLimiter(false);
     metrics.limiterFailures.inc({ policy: config.limits.failurePolicy });
     log.warn({ err: error.message, policy: config.limits.failurePolicy }, 'rate limiter unavailable');
   });
@@ -117,7 +124,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     limiter: {
       admit: async (request) => {
         const admission = await guarded.admit(request);
-        if (!admission.ok || !admission.failedOpen) metrics.limiterUp.set({ backend }, 1);
+        if (!admission.ok || !admission.failedOpen) markLimiter(true);
         return admission;
       },
       release: (lease, used) => guarded.release(lease, used),

@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { SseEvent } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { GantryError } from '../errors.js';
@@ -7,7 +8,7 @@ import { computeCost, toCredits } from '../metering/pricing.js';
 import { creditRefusal, newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
 import { bucketsFor, quotaHeaders, refusalError } from './quota.js';
 import { principalOf } from './resolve.js';
-import type { StreamMeter, TokenUsage } from './usage-capture.js';
+import { StreamMeter, type TokenUsage } from './usage-capture.js';
 
 /** Output tokens to reserve: the request's own maximum, else the configured default. */
 export function maxOutputTokens(body: Record<string, unknown>, fallback: number): number {
@@ -122,6 +123,17 @@ export class Ticket {
       cachedInputTokens: used.cachedInputTokens,
     });
   }
+
+  /** Meters a stream on its way to the client; `keepUsage`: pass the upstream's usage chunk on. */
+  meterStream(events: AsyncIterable<SseEvent>, keepUsage: boolean): AsyncIterable<SseEvent> {
+    this.meter = new StreamMeter(keepUsage);
+    return this.meter.wrap(events);
+  }
+
+  /** For sendStream's onFailure: the upstream broke after the stream had begun. */
+  readonly markStreamFailed = (): void => {
+    this.streamFailed = true;
+  };
 
   /** Notes the provider that answered (for the usage record and the metric labels). */
   servedBy(provider: string): void {

@@ -8,7 +8,7 @@ import { renameModel, renameModelInEvent } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
-import { readUsage, StreamMeter } from '../inference/usage-capture.js';
+import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateChat } from '../inference/validate.js';
 import { countChatInputTokens } from '../metering/tokens.js';
 
@@ -51,13 +51,9 @@ export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
       ticket.usage = readUsage(result.body.usage);
       return renameModel(result.body, requested);
     }
-    const meter = new StreamMeter(clientWantsUsage);
-    ticket.meter = meter;
-    await sendStream(request, reply, meter.wrap(result.events), {
+    await sendStream(request, reply, ticket.meterStream(result.events, clientWantsUsage), {
       writeDone: true,
-      onFailure: () => {
-        ticket.streamFailed = true;
-      },
+      onFailure: ticket.markStreamFailed,
       ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
     });
   });

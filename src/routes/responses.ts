@@ -11,7 +11,7 @@ import { renameModel, renameModelInEvent } from '../inference/rename.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
-import { readUsage, StreamMeter } from '../inference/usage-capture.js';
+import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults } from '../inference/validate.js';
 import { countResponsesInputTokens } from '../metering/tokens.js';
 import {
@@ -82,14 +82,10 @@ async function passThrough(
     ticket.usage = readUsage(result.body.usage);
     return renameModel(result.body, requested);
   }
-  const meter = new StreamMeter(true);
-  ticket.meter = meter;
-  await sendStream(request, reply, meter.wrap(result.events), {
+  await sendStream(request, reply, ticket.meterStream(result.events, true), {
     writeDone: false,
     errorEvent: responsesErrorEvent,
-    onFailure: () => {
-      ticket.streamFailed = true;
-    },
+    onFailure: ticket.markStreamFailed,
     ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
   });
   return undefined;
@@ -155,15 +151,11 @@ async function bridge(
     return response;
   }
   // The bridge needs the chat usage chunk to build the final Response, so the meter keeps it.
-  const meter = new StreamMeter(true);
-  ticket.meter = meter;
-  const events = chatStreamToResponseEvents(meter.wrap(result.events), meta, remember);
+  const events = chatStreamToResponseEvents(ticket.meterStream(result.events, true), meta, remember);
   await sendStream(request, reply, events, {
     writeDone: false,
     errorEvent: responsesErrorEvent,
-    onFailure: () => {
-      ticket.streamFailed = true;
-    },
+    onFailure: ticket.markStreamFailed,
   });
   return undefined;
 }
