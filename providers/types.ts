@@ -83,4 +83,8 @@ export interface ProviderConfig {
   embeddingDimensions?: number;
   /** local kind: pause between streamed chunks, to make streams observable in demos and tests. */
   chunkDelayMs?: number;
+  /** cog kind: run predictions asynchronously, the Cog server calling back with webhooks. */
+  async?: boolean;
+  /** replicate kind: poll interval of running partner predictions. */
+  pollIntervalMs?: number;
 }

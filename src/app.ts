@@ -1,16 +1,28 @@
 import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
-import { createProvider } from '../providers/index.js';
+import { createProvider, INFERENCE_KINDS } from '../providers/index.js';
 import type { InferenceProvider } from '../providers/types.js';
 import { Authenticator, type Principal } from './auth/authenticate.js';
+import type { LocalDiskBlobStore } from './blobs/local.js';
+import { registerBlobRoutes } from './blobs/routes.js';
+import { FILES_PATH } from './blobs/signed-url.js';
 import { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
 import { installErrorHandling } from './error-handler.js';
 import { loggerOptions } from './logger.js';
+import {
+  createBackends,
+  createPredictions,
+  loadModelSchemas,
+  type Predictions,
+  type Role,
+} from './predictions/setup.js';
+import { registerBackendCallbackRoutes } from './routes/backend-callbacks.js';
 import { registerChatRoutes } from './routes/chat.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerForwardRoutes } from './routes/forward.js';
 import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
+import { registerPredictionRoutes } from './routes/predictions.js';
 import { registerResponsesRoutes } from './routes/responses.js';
 import { createServices, type Services } from './services.js';
 import type { SqliteStore } from './store/sqlite.js';
@@ -33,6 +45,7 @@ export interface Gantry {
   catalog: Catalog;
   providers: ReadonlyMap<string, InferenceProvider>;
   auth: Authenticator;
+  predictions: Predictions;
 }
 
 export interface BuildOptions {
@@ -40,12 +53,15 @@ export interface BuildOptions {
   logger?: FastifyServerOptions['logger'];
   /** Process-wide metrics (GC, memory); off in tests that build many apps in one process. */
   processMetrics?: boolean;
+  /** `api` serves HTTP, `worker` runs predictions and webhooks, `all` (the default) does both. */
+  role?: Role;
 }
 
 /** Assembles the fastify app. The caller owns the store; closing the app closes providers and the key batcher. */
 export async function buildApp(config: GantryConfig, store: SqliteStore, options: BuildOptions = {}) {
+  const role = options.role ?? 'all';
   const providers = new Map<string, InferenceProvider>();
-  for (const p of config.providers) providers.set(p.name, createProvider(p));
+  for (const p of config.providers) if (INFERENCE_KINDS.has(p.kind)) providers.set(p.name, createProvider(p));
 
   const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config.server.logLevel),
@@ -57,16 +73,43 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     forceCloseConnections: 'idle',
   });
 
+  // Absolute URLs (prediction urls, file links, Cog callbacks) need the origin: the configured public
+  // URL, else the address this server listens on (known once listening; port 0 in tests).
+  const publicUrl = (): string => {
+    if (config.server.publicUrl) return config.server.publicUrl.replace(/\/+$/, '');
+    const address = app.server.address();
+    if (address && typeof address === 'object') {
+      const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      return `http://${host}:${address.port}`;
+    }
+    return `http://${config.server.host}:${config.server.port}`;
+  };
+  const backends = createBackends(config, () => `${publicUrl()}/internal/backends`);
+  await loadModelSchemas(config.models, backends);
+
+  const services = createServices(config, store, {
+    log: app.log,
+    ...(options.processMetrics === undefined ? {} : { processMetrics: options.processMetrics }),
+  });
+  const catalog = new Catalog(config.models, Math.floor(Date.now() / 1000));
+  const predictions = createPredictions({
+    config,
+    store,
+    services,
+    catalog,
+    backends,
+    inference: providers,
+    log: app.log,
+    publicUrl,
+  });
   const gantry: Gantry = {
     config,
     store,
-    services: createServices(config, store, {
-      log: app.log,
-      ...(options.processMetrics === undefined ? {} : { processMetrics: options.processMetrics }),
-    }),
-    catalog: new Catalog(config.models, Math.floor(Date.now() / 1000)),
+    services,
+    catalog,
     providers,
     auth: new Authenticator(store),
+    predictions,
   };
   const metrics = gantry.services.metrics;
 
@@ -99,22 +142,33 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
 
   // Every /v1 route needs a key; the 404 handler runs after this hook too, so unknown routes stay private.
   app.addHook('onRequest', async (request) => {
-    if (request.url.startsWith('/v1/') || request.url === '/v1') {
+    if ((request.url.startsWith('/v1/') || request.url === '/v1') && !request.url.startsWith(FILES_PATH)) {
       request.principal = gantry.auth.authenticate(request);
     }
   });
 
   registerMetricsRoute(app, gantry);
-  registerModelRoutes(app, gantry);
-  registerChatRoutes(app, gantry);
-  registerResponsesRoutes(app, gantry);
-  registerEmbeddingRoutes(app, gantry);
-  await registerForwardRoutes(app, gantry);
+  registerBackendCallbackRoutes(app, backends);
+  if (role !== 'worker') {
+    registerModelRoutes(app, gantry);
+    registerChatRoutes(app, gantry);
+    registerResponsesRoutes(app, gantry);
+    registerEmbeddingRoutes(app, gantry);
+    registerPredictionRoutes(app, predictions.deps);
+    registerBlobRoutes(app, {
+      store: predictions.deps.blobs as LocalDiskBlobStore,
+      secret: predictions.blobSecret,
+    });
+    await registerForwardRoutes(app, gantry);
+  }
 
   await gantry.services.ready();
+  // Workers start once the origin is known: recovered jobs build webhook bodies with absolute URLs.
+  if (role !== 'api') app.addHook('onListen', async () => predictions.startWorkers());
 
   app.addHook('onClose', async () => {
     gantry.auth.close();
+    await predictions.close();
     await gantry.services.close();
     await Promise.all([...providers.values()].map((p) => p.close()));
   });

@@ -42,6 +42,11 @@ export class Catalog {
     return model && isVisible(model.entry, account) ? model : undefined;
   }
 
+  /** The entry whatever the account (workers and billing, after the API checked visibility). */
+  entry(namespace: string): ModelEntry | undefined {
+    return this.byNamespace.get(namespace)?.entry;
+  }
+
   visibleTo(account: Account): CatalogModel[] {
     return this.ordered.filter((m) => isVisible(m.entry, account));
   }

@@ -6,13 +6,14 @@ import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
 import { bootstrapAccount, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
 import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
 import type { GantryConfig } from './config/types.js';
+import type { Role } from './predictions/setup.js';
 import { SqliteStore } from './store/sqlite.js';
 import { type CreditStore, RedisCreditStore, SqliteCreditStore } from './usage/index.js';
 
 const USAGE = `gantry: OpenAI-compatible inference gateway
 
 usage:
-  gantry serve [--config FILE] [--host HOST] [--port PORT]
+  gantry serve [--config FILE] [--host HOST] [--port PORT] [--role api|worker|all]
   gantry keys create [--account NAME] [--name KEYNAME] [--config FILE]
   gantry keys list [--account NAME] [--config FILE]
   gantry keys revoke KEY_ID [--config FILE]
@@ -20,6 +21,8 @@ usage:
   gantry credits balance --account NAME [--config FILE]
   gantry config check [--config FILE]
 
+--role (default all): api serves the HTTP API, worker runs predictions and webhook deliveries; apart,
+they need REDIS_URL (the queue and store they share).
 The configuration is --config, else $GANTRY_CONFIG, else ./config/gantry.yaml, else the embedded default.
 `;
 
@@ -33,6 +36,7 @@ export async function main(argv: string[]): Promise<number> {
       config: { type: 'string' },
       host: { type: 'string' },
       port: { type: 'string' },
+      role: { type: 'string' },
       account: { type: 'string' },
       name: { type: 'string' },
       amount: { type: 'string' },
@@ -67,7 +71,20 @@ export async function main(argv: string[]): Promise<number> {
     );
     return 0;
   }
-  if (command === 'serve') return serve(config, env);
+  if (command === 'serve') {
+    const role = values.role ?? env.GANTRY_ROLE ?? 'all';
+    if (role !== 'api' && role !== 'worker' && role !== 'all') {
+      process.stderr.write(`gantry: --role must be api, worker or all, not "${role}"\n`);
+      return 2;
+    }
+    if (role !== 'all' && !config.redisUrl) {
+      process.stderr.write(
+        `gantry: --role ${role} needs REDIS_URL: without Redis, the queue lives in one process (role all)\n`,
+      );
+      return 2;
+    }
+    return serve(config, env, role);
+  }
   if (command === 'keys') return keys(config, sub, arg, values.account, values.name);
   if (command === 'credits') return credits(config, sub, values.account, values.amount, values.note);
   process.stderr.write(`gantry: unknown command "${positionals.join(' ')}"\n\n${USAGE}`);
@@ -78,18 +95,18 @@ function openStore(config: GantryConfig): SqliteStore {
   return new SqliteStore(join(config.server.dataDir, 'gantry.db'));
 }
 
-async function serve(config: GantryConfig, env: NodeJS.ProcessEnv): Promise<number> {
+async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): Promise<number> {
   const store = openStore(config);
   syncAccounts(store, config);
   const generated = bootstrapAccount(store, config, env);
-  const { app } = await buildApp(config, store);
+  const { app } = await buildApp(config, store, { role });
   const address = await app.listen({ host: config.server.host, port: config.server.port });
   if (generated) {
     process.stdout.write(
       `\nCreated account "${DEFAULT_ACCOUNT}" with this API key (shown once, store it now):\n\n  ${generated}\n\n`,
     );
   }
-  process.stdout.write(`Gantry listening on ${address}/v1 (config: ${config.source})\n`);
+  process.stdout.write(`Gantry listening on ${address}/v1 (role: ${role}, config: ${config.source})\n`);
 
   let closing = false;
   const shutdown = async (signal: string) => {

@@ -54,6 +54,15 @@ const catalog = {
   NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Not found' },
   MODEL_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Model not found' },
   RESPONSE_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Response not found' },
+  /**
+   * Gantry's choice (DESIGN.md): a missing prediction, or another account's, is 404 rather than the
+   * spec's 502, which clients would retry forever and which would tell existence apart.
+   */
+  PREDICTION_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Prediction not found' },
+  /** Gantry extension: an output file that is unknown or purged. */
+  FILE_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'File not found' },
+  /** Gantry extension: an output file link that was tampered with or has expired. */
+  FILE_LINK_EXPIRED: { status: 403, type: 'permission_error', message: 'File link expired or invalid' },
   METHOD_NOT_ALLOWED: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
   PREDICTION_NOT_CANCELLABLE: {
     status: 409,
@@ -75,6 +84,7 @@ const catalog = {
   UPSTREAM_ERROR: { status: 502, type: 'server_error', message: 'Upstream provider error' },
   /** Gantry extension: a dependency (the shared rate limiter) is down and the policy is to refuse. */
   SERVICE_UNAVAILABLE: { status: 503, type: 'server_error', message: 'Service temporarily unavailable' },
+  PREDICTION_ERROR: { status: 503, type: 'server_error', message: 'Prediction could not be created; retry' },
   /** Gantry extension: an upstream did not answer in time. */
   UPSTREAM_TIMEOUT: { status: 504, type: 'timeout_error', message: 'Upstream provider timed out' },
 } as const satisfies Record<string, CatalogEntry>;
@@ -159,6 +169,10 @@ export function envelope(kind: EnvelopeKind, err: GantryError): Record<string, u
 /** Which envelope a URL's errors are sent in. */
 export function envelopeFor(url: string): EnvelopeKind {
   if (!url.startsWith('/v1/')) return 'rest';
-  const rest = url.startsWith('/v1/models') || url.startsWith('/v1/predict');
+  const rest =
+    url.startsWith('/v1/models') ||
+    url.startsWith('/v1/predict') ||
+    url.startsWith('/v1/files') ||
+    url.startsWith('/v1/webhooks');
   return rest ? 'rest' : 'inference';
 }

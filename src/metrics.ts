@@ -139,6 +139,43 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly predictions = new Counter({
+    name: 'gantry_predictions_total',
+    help: 'Predictions that reached a terminal status',
+    labelNames: ['model', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly predictionDuration = new Histogram({
+    name: 'gantry_prediction_duration_seconds',
+    help: 'Creation to terminal status of predictions',
+    labelNames: ['model', 'status'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600],
+    registers: [this.registry],
+  });
+
+  readonly webhookAttempts = new Counter({
+    name: 'gantry_webhook_attempts_total',
+    help: 'Webhook delivery attempts by outcome (delivered, retry, rejected, gave_up)',
+    labelNames: ['event', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly webhookLatency = new Histogram({
+    name: 'gantry_webhook_delivery_seconds',
+    help: 'From the status change to the successful delivery of its webhook',
+    labelNames: ['event'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600],
+    registers: [this.registry],
+  });
+
+  readonly webhooksFailed = new Counter({
+    name: 'gantry_webhook_deliveries_failed_total',
+    help: 'Webhook deliveries given up (permanent rejection or retry span exhausted)',
+    labelNames: ['event'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
@@ -169,6 +206,12 @@ export class Metrics {
     }
     children.count.inc();
     children.duration.observe(seconds);
+  }
+
+  /** A prediction reached a terminal status (off the request path: no child cache needed). */
+  predictionDone(model: string, status: string, seconds: number): void {
+    this.predictions.labels(model, status).inc();
+    this.predictionDuration.labels(model, status).observe(seconds);
   }
 
   /** One finished inference call (admitted, whatever its outcome). */

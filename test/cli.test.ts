@@ -60,7 +60,13 @@ describe('the gantry command', () => {
     expect(key).toBeDefined();
     const client = new OpenAI({ baseURL: first.baseURL, apiKey: key, maxRetries: 0 });
     const models = await client.models.list();
-    expect(models.data.map((m) => m.id)).toEqual(['gantry/local-chat', 'gantry/local-embed']);
+    expect(models.data.map((m) => m.id)).toEqual([
+      'gantry/local-chat',
+      'gantry/local-embed',
+      'gantry/local-image',
+      'gantry/local-speech',
+      'gantry/local-video',
+    ]);
     for (const child of children.splice(0)) {
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGTERM');
@@ -71,7 +77,7 @@ describe('the gantry command', () => {
     const second = await serve({ GANTRY_DATA_DIR: dataDir }, cwd);
     expect(second.output).not.toMatch(/gty_/);
     const again = new OpenAI({ baseURL: second.baseURL, apiKey: key, maxRetries: 0 });
-    expect((await again.models.list()).data.length).toBe(2);
+    expect((await again.models.list()).data.length).toBe(5);
   });
 
   it('uses GANTRY_BOOTSTRAP_KEY as the first key', async () => {
@@ -82,7 +88,7 @@ describe('the gantry command', () => {
     );
     expect(started.output).not.toMatch(/gty_/);
     const client = new OpenAI({ baseURL: started.baseURL, apiKey: 'gty_chosen-by-script', maxRetries: 0 });
-    expect((await client.models.list()).data.length).toBe(2);
+    expect((await client.models.list()).data.length).toBe(5);
   });
 
   it('creates, lists and revokes keys', () => {
@@ -112,7 +118,7 @@ describe('the gantry command', () => {
     const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
     const ok = run(['config', 'check'], {}, cwd);
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toMatch(/gantry\.yaml: ok \(1 providers, 2 models/);
+    expect(ok.stdout).toMatch(/gantry\.yaml: ok \(1 providers, 5 models/);
     const bad = join(cwd, 'bad.yaml');
     writeFileSync(bad, 'providers:\n  up: { kind: openai }\n');
     const res = run(['config', 'check', '--config', bad], {}, cwd);

@@ -28,7 +28,13 @@ describe('configuration', () => {
   it('loads the embedded default with the local models', () => {
     const config = loadConfig(join(packageRoot(), 'config', 'gantry.yaml'), {});
     expect(config.providers.map((p) => p.kind)).toEqual(['local']);
-    expect(config.models.map((m) => m.namespace)).toEqual(['gantry/local-chat', 'gantry/local-embed']);
+    expect(config.models.map((m) => m.namespace)).toEqual([
+      'gantry/local-chat',
+      'gantry/local-embed',
+      'gantry/local-image',
+      'gantry/local-speech',
+      'gantry/local-video',
+    ]);
     expect(config.models[0]?.description).toMatch(/local test model/i);
     expect(config.models[0]?.defaults).toEqual({ temperature: 0.7, top_p: 0.95, max_tokens: 8192 });
     expect(config.server.port).toBe(8080);

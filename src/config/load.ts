@@ -6,7 +6,15 @@ import { parseDocument } from 'yaml';
 import type { ProviderConfig, ProviderTimeouts } from '../../providers/types.js';
 import { validatePricing } from '../metering/pricing.js';
 import { configSchema } from './schema.js';
-import type { AccountEntry, Api, GantryConfig, ModelEntry, ServerSettings, TierConfig } from './types.js';
+import type {
+  AccountEntry,
+  Api,
+  GantryConfig,
+  ModelEntry,
+  PredictionSettings,
+  ServerSettings,
+  TierConfig,
+} from './types.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -92,6 +100,8 @@ interface RawProvider {
   headers?: Record<string, string>;
   embedding_dimensions?: number;
   chunk_delay_ms?: number;
+  async?: boolean;
+  poll_interval_ms?: number;
 }
 
 interface RawConfig {
@@ -118,6 +128,20 @@ interface RawConfig {
   usage?: { jsonl_path?: string; flush_ms?: number; stream?: string };
   metrics?: { enabled?: boolean; port?: number; token_env?: string };
   redis?: { url?: string };
+  predictions?: {
+    await_timeout_seconds?: number;
+    retention_minutes?: number;
+    max_attempts?: number;
+    concurrency?: number;
+    files_dir?: string;
+    webhooks?: {
+      allow_private?: boolean;
+      timeout_ms?: number;
+      retry_span_seconds?: number;
+      backoff_base_ms?: number;
+      backoff_max_ms?: number;
+    };
+  };
 }
 
 interface RawModelRouting {
@@ -156,6 +180,8 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       headers: p.headers ?? {},
       ...(p.embedding_dimensions === undefined ? {} : { embeddingDimensions: p.embedding_dimensions }),
       ...(p.chunk_delay_ms === undefined ? {} : { chunkDelayMs: p.chunk_delay_ms }),
+      ...(p.async === undefined ? {} : { async: p.async }),
+      ...(p.poll_interval_ms === undefined ? {} : { pollIntervalMs: p.poll_interval_ms }),
     };
   });
   const providerNames = new Set(providers.map((p) => p.name));
@@ -238,7 +264,26 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       stream: raw.usage?.stream ?? 'gantry:{usage}',
     },
     metrics: { enabled: raw.metrics?.enabled ?? true, port: raw.metrics?.port, token: metricsToken },
+    predictions: buildPredictions(raw.predictions ?? {}, server.dataDir),
     redisUrl: env.REDIS_URL || raw.redis?.url || undefined,
+  };
+}
+
+function buildPredictions(raw: NonNullable<RawConfig['predictions']>, dataDir: string): PredictionSettings {
+  const webhooks = raw.webhooks ?? {};
+  return {
+    awaitTimeoutMs: Math.round((raw.await_timeout_seconds ?? 60) * 1000),
+    retentionMs: Math.round((raw.retention_minutes ?? 15) * 60_000),
+    maxAttempts: raw.max_attempts ?? 3,
+    concurrency: raw.concurrency ?? 8,
+    filesDir: raw.files_dir ? resolve(raw.files_dir) : join(dataDir, 'files'),
+    webhooks: {
+      allowPrivate: webhooks.allow_private ?? false,
+      timeoutMs: webhooks.timeout_ms ?? 10_000,
+      retrySpanMs: Math.round((webhooks.retry_span_seconds ?? 24 * 3600) * 1000),
+      backoffBaseMs: webhooks.backoff_base_ms ?? 1_000,
+      backoffMaxMs: webhooks.backoff_max_ms ?? 10 * 60_000,
+    },
   };
 }
 

@@ -19,7 +19,7 @@ const provider = {
   additionalProperties: false,
   required: ['kind'],
   properties: {
-    kind: { enum: ['openai', 'anthropic', 'local'] },
+    kind: { enum: ['openai', 'anthropic', 'local', 'cog', 'replicate'] },
     base_url: { type: 'string', pattern: '^https?://' },
     api_key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
     timeouts,
@@ -28,10 +28,14 @@ const provider = {
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     embedding_dimensions: { type: 'integer', minimum: 1, maximum: 8192 },
     chunk_delay_ms: { type: 'integer', minimum: 0 },
+    /** cog: the Cog server POSTs its progress back to Gantry (Prefer: respond-async) instead of one blocking call. */
+    async: { type: 'boolean' },
+    /** replicate: how often a running partner prediction is polled. */
+    poll_interval_ms: { type: 'integer', minimum: 10 },
   },
   allOf: [
     {
-      if: { properties: { kind: { enum: ['openai'] } } },
+      if: { properties: { kind: { enum: ['openai', 'cog'] } } },
       // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
       then: { required: ['base_url'] },
     },
@@ -218,5 +222,27 @@ export const configSchema = {
       properties: { url: { type: 'string', pattern: '^rediss?://' } },
     },
     accounts: { type: 'array', items: account },
+    predictions: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        await_timeout_seconds: { type: 'number', exclusiveMinimum: 0 },
+        retention_minutes: { type: 'number', exclusiveMinimum: 0 },
+        max_attempts: { type: 'integer', minimum: 1, maximum: 20 },
+        concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        files_dir: { type: 'string' },
+        webhooks: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            allow_private: { type: 'boolean' },
+            timeout_ms: { type: 'integer', minimum: 1 },
+            retry_span_seconds: { type: 'number', minimum: 0 },
+            backoff_base_ms: { type: 'integer', minimum: 1 },
+            backoff_max_ms: { type: 'integer', minimum: 1 },
+          },
+        },
+      },
+    },
   },
 } as const;

@@ -99,6 +99,31 @@ export interface ServerSettings {
   publicUrl: string | undefined;
 }
 
+export interface WebhookSettings {
+  /** Let webhooks reach loopback, private and link-local addresses (tests, private networks). */
+  allowPrivate: boolean;
+  /** One delivery attempt's deadline. */
+  timeoutMs: number;
+  /** How long a delivery is retried before it is given up. */
+  retrySpanMs: number;
+  backoffBaseMs: number;
+  backoffMaxMs: number;
+}
+
+export interface PredictionSettings {
+  /** How long `await: true` holds the request before answering with the prediction as it is. */
+  awaitTimeoutMs: number;
+  /** Output files are removed this long after completion. */
+  retentionMs: number;
+  /** Runs of one prediction (a crashed or failed worker's job is retried) before it fails. */
+  maxAttempts: number;
+  /** Predictions one worker process runs at once. */
+  concurrency: number;
+  /** Folder of the local-disk file store. */
+  filesDir: string;
+  webhooks: WebhookSettings;
+}
+
 export interface GantryConfig {
   /** Where the configuration came from, for messages. */
   source: string;
@@ -111,6 +136,7 @@ export interface GantryConfig {
   credits: CreditSettings;
   usage: UsageSettings;
   metrics: MetricsSettings;
+  predictions: PredictionSettings;
   /** REDIS_URL or redis.url: set means distributed mode (shared limits, usage stream, credits). */
   redisUrl: string | undefined;
 }

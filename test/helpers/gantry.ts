@@ -1,4 +1,7 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { buildApp } from '../../src/app.js';
 import { generateKey, hashKey, keyPrefix } from '../../src/auth/keys.js';
 import { syncAccounts } from '../../src/bootstrap.js';
@@ -36,6 +39,10 @@ export async function startGantry(
   const config = parseConfig(yaml, 'test-config.yaml', env);
   config.server.port = 0;
   config.server.host = '127.0.0.1';
+  // Output files and the secret key go to a throwaway folder, never the checkout's ./data.
+  const dataDir = mkdtempSync(join(tmpdir(), 'gantry-test-'));
+  config.server.dataDir = dataDir;
+  if (!/files_dir/.test(yaml)) config.predictions.filesDir = join(dataDir, 'files');
   const store = new SqliteStore(':memory:');
   syncAccounts(store, config);
   const key = addKey(store, 'test');
@@ -57,8 +64,12 @@ export async function startGantry(
     app,
     gantry,
     close: async () => {
+      // A client may hold a keep-alive socket that just finished a download: do not wait for its timeout.
+      const force = setTimeout(() => app.server.closeAllConnections(), 1_000);
       await app.close();
+      clearTimeout(force);
       store.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

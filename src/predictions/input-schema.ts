@@ -1,0 +1,317 @@
+/**
+ * Checks a prediction's `input` against its model's input_schema (spec 2.2, 4.3) and knows which inputs
+ * are secrets (a partner's `<partner>_api_key`, Cog `Secret`s) so they can be redacted and sealed.
+ *
+ * Schemas are Cog's (OpenAPI 3.0 flavoured JSON Schema) or hand-written in the catalog. Each is compiled
+ * once at start (`compileInputSchema`); `validate` then runs per request. It returns data, never a
+ * GantryError: the route turns `fields` into INVALID_INPUT with `formatFieldErrors`.
+ *
+ * Choices made here:
+ * - Dialect: ajv's draft-07 class. OpenAPI 3.0 schemas are closest to draft-04/07 (tuple `items` arrays
+ *   stay legal), and OpenAPI-only spellings (`nullable`, boolean `exclusiveMinimum`) are rewritten first.
+ * - Unknown input fields are rejected (`foo: is not an input of this model`), where Cog silently drops
+ *   them: a misspelt `num_output` would otherwise run a paid prediction with the default. Only schemas
+ *   that list `properties` and say nothing about `additionalProperties` get this; an empty catalog
+ *   schema (`{}`) accepts any object.
+ * - No type coercion: `"4"` for an integer is an error, as it is for a Cog server.
+ * - Formats: `uri` accepts http(s) URLs and data: URIs (what a backend can fetch or decode); `password`
+ *   accepts any string; formats Gantry does not know are not checked.
+ */
+
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { JsonObject } from '../../providers/predictions/types.js';
+import { isJsonObject, mapSubschemas } from './cog-openapi.js';
+
+/** What a secret input's value is replaced with wherever a prediction is shown, logged or stored. */
+export const REDACTED = '**********';
+
+/** Create-body options the spec also shows at the top level (spec 4.3) that belong in `input`. */
+export const TOP_LEVEL_INPUT_OPTIONS = ['width', 'height', 'num_outputs', 'strength'] as const;
+
+/** Cog's annotations; registered so they are known keywords, not validated. */
+const COG_ANNOTATIONS = [
+  'x-order',
+  'x-cog-secret',
+  'x-cog-array-type',
+  'x-cog-array-display',
+  'x-cog-accept',
+];
+
+export interface FieldError {
+  /** The input field at fault: `prompt`, `image_input[0]`, or `input` for the whole object. */
+  field: string;
+  message: string;
+}
+
+export type InputValidation = { ok: true; input: JsonObject } | { ok: false; fields: FieldError[] };
+
+export interface InputValidator {
+  /** The top-level inputs the schema declares, in `x-order`. */
+  readonly fieldNames: readonly string[];
+  /** Inputs that hold secrets: `format: password`, `x-cog-secret: true`, or named `*_api_key`. */
+  readonly secretFields: readonly string[];
+  /** Never mutates `input`; on success returns a copy with the schema's defaults filled in. */
+  validate(input: unknown): InputValidation;
+}
+
+/** Compiles a model's input schema. Throws an Error when the schema itself is not valid JSON Schema. */
+export function compileInputSchema(schema: JsonObject): InputValidator {
+  const prepared = closeTopLevel(toAjvDialect(schema));
+  const ajv = new Ajv({
+    strict: false,
+    allErrors: true,
+    useDefaults: true,
+    coerceTypes: false,
+    // `data` on each error lets a type error say what it got ("not a string").
+    verbose: true,
+  });
+  ajv.addVocabulary(COG_ANNOTATIONS);
+  ajv.addFormat('uri', { type: 'string', validate: isFetchableUri });
+  ajv.addFormat('password', { type: 'string', validate: () => true });
+  for (const format of formatsUsed(prepared)) {
+    // ajv would warn on every unknown format; not checking it is the intended behaviour.
+    if (!ajv.formats[format]) ajv.addFormat(format, true);
+  }
+
+  let check: ValidateFunction;
+  try {
+    check = ajv.compile(prepared);
+  } catch (err) {
+    throw new Error(`input schema does not compile: ${(err as Error).message}`, { cause: err });
+  }
+
+  const properties = isJsonObject(schema.properties) ? schema.properties : {};
+  return {
+    fieldNames: orderedFieldNames(properties),
+    secretFields: Object.keys(properties).filter((name) => isSecretProperty(name, properties[name])),
+    validate(input: unknown): InputValidation {
+      if (!isJsonObject(input))
+        return { ok: false, fields: [{ field: 'input', message: 'must be an object' }] };
+      // ajv writes defaults into the value it checks; the caller's object stays as it was sent.
+      const copy = structuredClone(input);
+      if (check(copy)) return { ok: true, input: copy };
+      return { ok: false, fields: toFieldErrors(check.errors ?? []) };
+    },
+  };
+}
+
+/** `prompt: is required; num_outputs: must be <= 4`: the message of the INVALID_INPUT error. */
+export function formatFieldErrors(fields: readonly FieldError[]): string {
+  return fields.map((f) => `${f.field}: ${f.message}`).join('; ');
+}
+
+/** A copy of `input` with every present secret replaced by REDACTED, for the Prediction object and logs. */
+export function redactInput(input: JsonObject, secretFields: readonly string[]): JsonObject {
+  const copy: JsonObject = { ...input };
+  for (const field of secretFields) {
+    if (copy[field] !== undefined && copy[field] !== null) copy[field] = REDACTED;
+  }
+  return copy;
+}
+
+/**
+ * Folds the create body's top-level `width`, `height`, `num_outputs` and `strength` (spec 4.3) into
+ * `input`. A value already in `input` wins: it is the model-specific place, the top level the generic
+ * one. With `acceptedFields` (the validator's `fieldNames`), options the model does not declare are
+ * left out rather than merged and then rejected as unknown inputs, since the client sent them as
+ * generic options, not to this model. Returns a new object.
+ */
+export function mergeTopLevelOptions(
+  body: JsonObject,
+  input: JsonObject,
+  acceptedFields?: readonly string[],
+): JsonObject {
+  const merged: JsonObject = { ...input };
+  for (const option of TOP_LEVEL_INPUT_OPTIONS) {
+    const value = body[option];
+    if (value === undefined || value === null || option in merged) continue;
+    if (acceptedFields && !acceptedFields.includes(option)) continue;
+    merged[option] = value;
+  }
+  return merged;
+}
+
+/** Output pattern (spec 2.2): a single URL string (`type: string`) rather than an array of them. */
+export function outputIsSingleUrl(outputSchema: JsonObject | undefined): boolean {
+  return outputSchema?.type === 'string';
+}
+
+function isSecretProperty(name: string, property: unknown): boolean {
+  if (/(^|_)api_key$/i.test(name)) return true;
+  if (!isJsonObject(property)) return false;
+  // A secret may hide behind an unfolded `allOf` wrapper; look at its members too.
+  const parts = [property, ...(Array.isArray(property.allOf) ? property.allOf.filter(isJsonObject) : [])];
+  return parts.some((part) => part.format === 'password' || part['x-cog-secret'] === true);
+}
+
+function orderedFieldNames(properties: JsonObject): string[] {
+  const order = (name: string): number => {
+    const property = properties[name];
+    const value = isJsonObject(property) ? property['x-order'] : undefined;
+    return typeof value === 'number' ? value : Number.POSITIVE_INFINITY;
+  };
+  // Array.prototype.sort is stable, so fields without x-order keep declaration order.
+  return Object.keys(properties).sort((a, b) => order(a) - order(b));
+}
+
+function isFetchableUri(value: string): boolean {
+  if (/^data:[^,]*,/i.test(value)) return true;
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** Rejects unknown top-level inputs (see the choice above) by closing the root object. */
+function closeTopLevel(schema: JsonObject): JsonObject {
+  const open = 'additionalProperties' in schema || 'patternProperties' in schema;
+  if (!isJsonObject(schema.properties) || open) return schema;
+  return { ...schema, additionalProperties: false };
+}
+
+const DESCRIPTIVE_KEYWORDS = new Set(['title', 'description', 'default', 'examples', 'deprecated']);
+
+/** Rewrites OpenAPI 3.0 spellings into what ajv's draft-07 class validates, at every depth. */
+function toAjvDialect(schema: JsonObject): JsonObject {
+  const out = mapSubschemas(schema, toAjvDialect);
+  // The dialect is ours to choose; a declared one (e.g. 2020-12) would make ajv look for a meta-schema.
+  delete out.$schema;
+  for (const [bound, exclusive] of [
+    ['minimum', 'exclusiveMinimum'],
+    ['maximum', 'exclusiveMaximum'],
+  ] as const) {
+    if (typeof out[exclusive] !== 'boolean') continue;
+    if (out[exclusive] === true && typeof out[bound] === 'number') {
+      out[exclusive] = out[bound];
+      delete out[bound];
+    } else {
+      delete out[exclusive];
+    }
+  }
+  if (out.nullable !== true) return out;
+  // ajv honours `nullable` next to `type`, but `enum` must list null too, and without `type` ajv refuses
+  // the schema: then check the other keywords only when the value is not null.
+  if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
+  if ('type' in out) return out;
+  delete out.nullable;
+  const described: JsonObject = {};
+  const checks: JsonObject = {};
+  for (const [keyword, value] of Object.entries(out)) {
+    const descriptive = DESCRIPTIVE_KEYWORDS.has(keyword) || keyword.startsWith('x-');
+    (descriptive ? described : checks)[keyword] = value;
+  }
+  if (Object.keys(checks).length === 0) return described;
+  // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
+  return { ...described, if: { not: { type: 'null' } }, then: checks };
+}
+
+function formatsUsed(schema: JsonObject, found = new Set<string>()): Set<string> {
+  if (typeof schema.format === 'string') found.add(schema.format);
+  mapSubschemas(schema, (sub) => {
+    formatsUsed(sub, found);
+    return sub;
+  });
+  return found;
+}
+
+/** One readable error per field, in the order ajv found them. */
+function toFieldErrors(errors: readonly ErrorObject[]): FieldError[] {
+  const byField = new Map<string, string>();
+  for (const error of errors) {
+    // `if`/`then` only restates the errors reported just before it.
+    if (error.keyword === 'if') continue;
+    const { field, message } = describeError(error);
+    if (!byField.has(field)) byField.set(field, message);
+  }
+  return [...byField].map(([field, message]) => ({ field, message }));
+}
+
+function describeError(error: ErrorObject): FieldError {
+  const at = pointerToField(error.instancePath);
+  const params = error.params as Record<string, unknown>;
+  const child = (name: unknown) => (at ? `${at}.${String(name)}` : String(name));
+  switch (error.keyword) {
+    case 'required':
+      return { field: child(params.missingProperty), message: 'is required' };
+    case 'additionalProperties':
+      return {
+        field: child(params.additionalProperty),
+        message: at ? 'is not allowed here' : 'is not an input of this model',
+      };
+    default:
+      return { field: at || 'input', message: describeValueError(error, params) };
+  }
+}
+
+function describeValueError(error: ErrorObject, params: Record<string, unknown>): string {
+  switch (error.keyword) {
+    case 'type': {
+      const wanted = String(params.type)
+        .split(',')
+        .filter((t) => t !== 'null')
+        .map((t) => TYPE_NAMES[t] ?? t);
+      return `must be ${wanted.join(' or ')}, not ${describeValue(error.data)}`;
+    }
+    case 'enum': {
+      const allowed = (params.allowedValues as unknown[]).filter((v) => v !== null);
+      return `must be one of ${allowed.map(String).join(', ')}`;
+    }
+    case 'const':
+      return `must be ${String(params.allowedValue)}`;
+    case 'minimum':
+    case 'maximum':
+    case 'exclusiveMinimum':
+    case 'exclusiveMaximum':
+      return `must be ${String(params.comparison)} ${String(params.limit)}`;
+    case 'minLength':
+      return `must be at least ${String(params.limit)} characters long`;
+    case 'maxLength':
+      return `must be at most ${String(params.limit)} characters long`;
+    case 'minItems':
+      return `must have at least ${String(params.limit)} items`;
+    case 'maxItems':
+      return `must have at most ${String(params.limit)} items`;
+    case 'pattern':
+      return `must match the pattern ${String(params.pattern)}`;
+    case 'multipleOf':
+      return `must be a multiple of ${String(params.multipleOf)}`;
+    case 'uniqueItems':
+      return 'must not contain duplicate items';
+    case 'format':
+      return params.format === 'uri'
+        ? 'must be an http(s) URL or a data: URI'
+        : `must be a valid ${String(params.format)}`;
+    default:
+      return error.message ?? 'is invalid';
+  }
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  integer: 'an integer',
+  number: 'a number',
+  string: 'a string',
+  boolean: 'a boolean',
+  array: 'an array',
+  object: 'an object',
+};
+
+/** The kind of a rejected value, never the value itself: it may be a mistyped secret. */
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'number') return Number.isInteger(value) ? 'an integer' : 'a fractional number';
+  return TYPE_NAMES[typeof value] ?? typeof value;
+}
+
+/** `/image_input/0` → `image_input[0]`, `/lora/scale` → `lora.scale`. */
+function pointerToField(pointer: string): string {
+  if (pointer === '') return '';
+  let field = '';
+  for (const raw of pointer.slice(1).split('/')) {
+    const segment = raw.replaceAll('~1', '/').replaceAll('~0', '~');
+    field += /^\d+$/.test(segment) ? `[${segment}]` : field ? `.${segment}` : segment;
+  }
+  return field;
+}

@@ -1,0 +1,197 @@
+import { createHmac, randomUUID } from 'node:crypto';
+import { computeCost, toCredits } from '../metering/pricing.js';
+import { type MediaUnits, newUsageId, type UsageRecord } from '../usage/index.js';
+import type { PredictionDeps } from './context.js';
+import { serializePrediction } from './serialize.js';
+import {
+  isTerminal,
+  type PredictionPatch,
+  type PredictionRecord,
+  type PredictionStatus,
+  type WebhookEvent,
+} from './types.js';
+
+/**
+ * The side effects of a status change, run by whichever instance won the change in the store (the
+ * store's conditional update makes exactly one winner): bus notifications for `await` and SSE, the
+ * webhook delivery, and for terminal states the stream's last events and the usage record.
+ */
+
+const EVENT_OF: Partial<Record<PredictionStatus, WebhookEvent>> = {
+  processing: 'prediction.started',
+  succeeded: 'prediction.succeeded',
+  failed: 'prediction.failed',
+  canceled: 'prediction.canceled',
+};
+
+export function serialize(deps: PredictionDeps, record: PredictionRecord) {
+  return serializePrediction(record, {
+    publicUrl: deps.publicUrl(),
+    fileUrl: (key, expiresAt) => deps.blobs.urlFor(key, expiresAt) as string,
+    retentionMs: deps.config.predictions.retentionMs,
+  });
+}
+
+/** starting → processing. Returns the updated record, or undefined when it was no longer starting. */
+export async function markProcessing(
+  deps: PredictionDeps,
+  id: string,
+): Promise<PredictionRecord | undefined> {
+  const now = Date.now();
+  const record = await deps.store.update(id, { status: 'processing', startedAt: now }, ['starting']);
+  if (record) await announce(deps, record);
+  return record;
+}
+
+/**
+ * Moves a non-terminal prediction to a terminal status with the given facts. Returns the record, or
+ * undefined when another party (a cancel, another worker) finished it first: then nothing is announced.
+ */
+export async function finish(
+  deps: PredictionDeps,
+  id: string,
+  status: 'succeeded' | 'failed' | 'canceled',
+  patch: PredictionPatch = {},
+): Promise<PredictionRecord | undefined> {
+  const current = await deps.store.get(id);
+  if (!current || isTerminal(current.status)) return undefined;
+  const now = Date.now();
+  const final: PredictionPatch = { ...patch, status, completedAt: now, sealedSecrets: null };
+  const bill = price(deps, { ...current, ...final });
+  final.creditsUsed = bill.credits;
+  const record = await deps.store.update(id, final);
+  if (!record) return undefined;
+  deps.metrics.predictionDone(record.model, status, (now - record.createdAt) / 1000);
+  if (record.stream) {
+    if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
+    if (status === 'canceled') await emitStream(deps, id, 'error', 'Prediction was canceled');
+    await emitStream(deps, id, 'done', JSON.stringify({ status }));
+  }
+  await announce(deps, record);
+  deps.usage.add(usageRecordOf(record, bill));
+  return record;
+}
+
+/** Appends an event to the prediction's SSE stream (kept for late subscribers) and publishes it. */
+export async function emitStream(
+  deps: PredictionDeps,
+  id: string,
+  event: 'output' | 'logs' | 'error' | 'done',
+  data: string,
+): Promise<void> {
+  const stored = await deps.store.appendStreamEvent(id, { event, data });
+  await deps.bus.publish(id, { type: 'stream', event: stored });
+}
+
+async function announce(deps: PredictionDeps, record: PredictionRecord): Promise<void> {
+  await deps.bus.publish(record.id, { type: 'status', status: record.status });
+  const event = EVENT_OF[record.status];
+  if (event && record.webhook?.events.includes(event)) await scheduleWebhook(deps, record, event);
+}
+
+async function scheduleWebhook(deps: PredictionDeps, record: PredictionRecord, event: WebhookEvent) {
+  const body = JSON.stringify({ ...serialize(deps, record), webhook_event_type: event });
+  const delivery = await deps.store.addDelivery({
+    id: `msg_${randomUUID().replaceAll('-', '')}`,
+    predictionId: record.id,
+    event,
+    body,
+    state: 'pending',
+    attempts: 0,
+    createdAt: Date.now(),
+    nextAttemptAt: Date.now(),
+    log: [],
+  });
+  await deps.queue.add('webhook', delivery.id);
+}
+
+interface Bill {
+  cost: number;
+  currency: string;
+  credits: number;
+  provider: string;
+  units: MediaUnits;
+}
+
+/** What the prediction costs under its model's pricing: only a success is charged. */
+function price(deps: PredictionDeps, record: PredictionRecord): Bill {
+  const model = deps.catalog.entry(record.model);
+  const images = record.modelType === 'image' ? record.files.length : 0;
+  const seconds = numberOf(record.input.duration) ?? numberOf(record.input.seconds);
+  const ok = record.status === 'succeeded';
+  const usage = {
+    images,
+    predictions: 1,
+    gpuSeconds: record.predictTime ?? 0,
+    params: record.input,
+    ...(seconds === undefined ? {} : { seconds }),
+    ...(record.megapixels === null ? {} : { megapixels: { output: record.megapixels } }),
+  };
+  const currency = String(model?.pricing?.currency ?? 'USD');
+  const cost = ok
+    ? computeCost(model?.pricing, usage, {
+        ...(model?.billable === undefined ? {} : { billable: model.billable }),
+        modelType: record.modelType,
+      })
+    : { cost: 0, currency, lines: [] };
+  const credits = cost.cost > 0 ? toCredits(cost.cost, cost.currency, deps.config.credits.perCurrency) : 0;
+  return {
+    cost: cost.cost,
+    currency: cost.currency,
+    credits,
+    provider: model?.routes[0]?.provider ?? 'unknown',
+    units: mediaUnits(String(model?.pricing?.unit ?? 'prediction'), record, usage),
+  };
+}
+
+/** One usage record per prediction, written when it ends, whatever the end. */
+function usageRecordOf(record: PredictionRecord, bill: Bill): UsageRecord {
+  const ok = record.status === 'succeeded';
+  const canceled = record.status === 'canceled';
+  return {
+    id: newUsageId(),
+    time: new Date().toISOString(),
+    account_id: record.accountId,
+    key_id: record.keyId,
+    model: record.model,
+    provider: bill.provider,
+    api: 'prediction',
+    outcome: ok ? 'ok' : canceled ? 'client_aborted' : 'error',
+    status: ok ? 200 : canceled ? 499 : 500,
+    error_id: record.status === 'failed' ? 'PREDICTION_FAILED' : null,
+    input_tokens: 0,
+    cached_input_tokens: 0,
+    output_tokens: 0,
+    media_units: bill.units,
+    cost: bill.cost,
+    currency: bill.currency,
+    credits: bill.credits,
+    latency_ms: (record.completedAt ?? Date.now()) - record.createdAt,
+    ttft_ms: null,
+    stream: record.stream,
+  };
+}
+
+function mediaUnits(
+  unit: string,
+  record: PredictionRecord,
+  usage: { images: number; seconds?: number; megapixels?: { output: number } },
+): MediaUnits {
+  const u = unit.toLowerCase();
+  if (u.includes('megapixel')) return { unit: 'megapixel', quantity: usage.megapixels?.output ?? 0 };
+  if (u.includes('image')) return { unit: 'image', quantity: usage.images };
+  if (u.includes('second') || u.includes('minute'))
+    return { unit: 'second', quantity: usage.seconds ?? record.predictTime ?? 0 };
+  return { unit: 'prediction', quantity: record.status === 'succeeded' ? 1 : 0 };
+}
+
+function numberOf(value: unknown): number | undefined {
+  const n = typeof value === 'string' ? Number(value) : value;
+  return typeof n === 'number' && Number.isFinite(n) ? n : undefined;
+}
+
+/** Per-account webhook signing secret, derived from the instance secret so every instance agrees. */
+export function webhookSecretFor(secretKey: Buffer, accountId: string): string {
+  const bytes = createHmac('sha256', secretKey).update(`webhook-secret:${accountId}`).digest();
+  return `whsec_${bytes.subarray(0, 24).toString('base64')}`;
+}

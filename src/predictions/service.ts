@@ -1,0 +1,308 @@
+import { randomUUID } from 'node:crypto';
+import type { Principal } from '../auth/authenticate.js';
+import { GantryError } from '../errors.js';
+import { parseWebhookEvents } from '../webhooks/events.js';
+import { checkWebhookUrl } from '../webhooks/ssrf.js';
+import type { PredictionDeps } from './context.js';
+import { formatFieldErrors, mergeTopLevelOptions } from './input-schema.js';
+import { finish, serialize } from './lifecycle.js';
+import { sealSecrets } from './secrets.js';
+import { isTerminal, type JsonObject, type PredictionRecord, type WebhookTarget } from './types.js';
+
+/** Fields of the create body (spec 4.3); anything else is refused so a typo is not silently ignored. */
+const CREATE_FIELDS = new Set([
+  'model',
+  'input',
+  'await',
+  'stream',
+  'webhook',
+  'safety_check',
+  'safety_checker',
+  'gpu',
+  'width',
+  'height',
+  'num_outputs',
+  'strength',
+]);
+const WEBHOOK_FIELDS = new Set(['url', 'events', 'auth_header', 'auth_token']);
+/** A header name per RFC 9110 token rules, and not one that would break the request. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$/;
+const RESERVED_HEADERS = new Set([
+  'content-type',
+  'content-length',
+  'host',
+  'transfer-encoding',
+  'connection',
+  'webhook-id',
+  'webhook-timestamp',
+  'webhook-signature',
+  'gantry-signature',
+]);
+
+export interface CreateResult {
+  record: PredictionRecord;
+  created: boolean;
+  /** The caller asked to wait for the result. */
+  wait: boolean;
+}
+
+/** POST /v1/predictions: validates, stores and queues a prediction. Throws GantryError on bad input. */
+export async function createPrediction(
+  deps: PredictionDeps,
+  principal: Principal,
+  body: unknown,
+  idempotencyKey: string | undefined,
+): Promise<CreateResult> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new GantryError('VALIDATION_ERROR', { message: 'The body must be a JSON object' });
+  }
+  const request = body as JsonObject;
+  for (const field of Object.keys(request)) {
+    if (!CREATE_FIELDS.has(field))
+      throw new GantryError('VALIDATION_ERROR', {
+        message: `Unknown field ${field}`,
+        details: `Fields of a prediction request: ${[...CREATE_FIELDS].join(', ')}.`,
+      });
+  }
+  if (request.model === undefined || request.model === null || request.model === '') {
+    throw new GantryError('MISSING_REQUIRED_FIELD', { message: 'model is required', details: 'model' });
+  }
+  if (request.input === undefined || request.input === null) {
+    throw new GantryError('MISSING_REQUIRED_FIELD', { message: 'input is required', details: 'input' });
+  }
+  if (typeof request.model !== 'string') throw wrongType('model', 'a string');
+  if (typeof request.input !== 'object' || Array.isArray(request.input))
+    throw wrongType('input', 'an object');
+  for (const flag of ['await', 'stream', 'safety_check', 'safety_checker'] as const) {
+    if (request[flag] !== undefined && typeof request[flag] !== 'boolean') throw wrongType(flag, 'a boolean');
+  }
+  if (request.gpu !== undefined && typeof request.gpu !== 'string') throw wrongType('gpu', 'a string');
+
+  const model = deps.catalog.get(request.model, principal.account);
+  if (!model) {
+    throw new GantryError('MODEL_NOT_FOUND', {
+      message: `Model ${request.model} not found`,
+      details: 'List the models you can use with GET /v1/models.',
+    });
+  }
+  const entry = model.entry;
+  if (!entry.serves.includes('predictions')) {
+    throw new GantryError('MODEL_NOT_SUPPORTED', {
+      message: `Model ${entry.namespace} is not served by the Predictions API`,
+      details: 'Use /v1/chat/completions, /v1/responses or /v1/embeddings for this model.',
+    });
+  }
+  if (entry.status === 'offline') {
+    throw new GantryError('MODEL_NOT_ACTIVE', { message: `Model ${entry.namespace} is offline` });
+  }
+  const validator = deps.validators.get(entry.namespace);
+  if (!validator)
+    throw new GantryError('MODEL_UNAVAILABLE', { message: 'The model has no input schema loaded' });
+
+  const merged = mergeTopLevelOptions(request, request.input as JsonObject, validator.fieldNames);
+  const checked = validator.validate(merged);
+  if (!checked.ok) {
+    throw new GantryError('INVALID_INPUT', {
+      message: `Invalid input: ${formatFieldErrors(checked.fields)}`,
+      details: { fields: checked.fields },
+    });
+  }
+
+  const webhook = await parseWebhook(deps, request.webhook);
+  if (entry.type === 'video' && !webhook) {
+    throw new GantryError('MISSING_REQUIRED_FIELD', {
+      message: 'A video prediction requires a webhook',
+      details: 'webhook.url',
+    });
+  }
+
+  const sealed = sealSecrets(checked.input, validator.secretFields, deps.secretKey);
+  const now = Date.now();
+  const record: PredictionRecord = {
+    id: randomUUID(),
+    accountId: principal.account.id,
+    keyId: principal.key.id,
+    model: entry.namespace,
+    modelType: entry.type,
+    status: 'starting',
+    stream: request.stream === true,
+    source: 'api',
+    privacy: 'private',
+    input: sealed.input,
+    secretFields: validator.secretFields.filter(
+      (f) => checked.input[f] !== undefined && checked.input[f] !== null,
+    ),
+    sealedSecrets: sealed.sealed,
+    webhook,
+    files: [],
+    outputText: null,
+    singleOutput: entry.output_schema?.type === 'string',
+    error: null,
+    logs: '',
+    progress: null,
+    createdAt: now,
+    startedAt: null,
+    completedAt: null,
+    updatedAt: now,
+    predictTime: null,
+    megapixels: null,
+    creditsUsed: 0,
+    dataRemoved: false,
+    attempts: 0,
+  };
+
+  const stored = await deps.store.create(record, idempotencyKey);
+  if (stored.created) await deps.queue.add('prediction', record.id);
+  return { record: stored.record, created: stored.created, wait: request.await === true };
+}
+
+async function parseWebhook(deps: PredictionDeps, value: unknown): Promise<WebhookTarget | null> {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'object' || Array.isArray(value)) throw wrongType('webhook', 'an object');
+  const webhook = value as JsonObject;
+  for (const field of Object.keys(webhook)) {
+    if (!WEBHOOK_FIELDS.has(field))
+      throw new GantryError('VALIDATION_ERROR', { message: `Unknown field webhook.${field}` });
+  }
+  if (typeof webhook.url !== 'string' || webhook.url === '') throw wrongType('webhook.url', 'a URL string');
+  const check = await checkWebhookUrl(webhook.url, {
+    allowPrivate: deps.config.predictions.webhooks.allowPrivate,
+  });
+  if (!check.ok) {
+    throw new GantryError('INVALID_PARAMETER', {
+      message: `webhook.url is not allowed: ${check.reason}`,
+      param: 'webhook.url',
+      details: 'Webhooks go to public http(s) addresses only.',
+    });
+  }
+  const events = parseWebhookEvents(webhook.events);
+  if ('error' in events)
+    throw new GantryError('INVALID_PARAMETER', { message: events.error, param: 'webhook.events' });
+
+  const header = webhook.auth_header;
+  const token = webhook.auth_token;
+  if (
+    header !== undefined &&
+    (typeof header !== 'string' || !HEADER_NAME.test(header) || RESERVED_HEADERS.has(header.toLowerCase()))
+  ) {
+    throw new GantryError('INVALID_PARAMETER', {
+      message: 'webhook.auth_header must be a valid HTTP header name that Gantry does not set itself',
+      param: 'webhook.auth_header',
+    });
+  }
+  if (token !== undefined && (typeof token !== 'string' || /[\r\n]/.test(token) || token.length > 4096)) {
+    throw new GantryError('INVALID_PARAMETER', {
+      message: 'webhook.auth_token must be a single-line string',
+      param: 'webhook.auth_token',
+    });
+  }
+  if ((header === undefined) !== (token === undefined)) {
+    throw new GantryError('INVALID_PARAMETER_COMBINATION', {
+      message: 'webhook.auth_header and webhook.auth_token go together',
+    });
+  }
+  return {
+    url: check.url.toString(),
+    events: [...events.events],
+    authHeader: typeof header === 'string' ? header : null,
+    authTokenSealed:
+      typeof token === 'string' ? sealSecrets({ token }, ['token'], deps.secretKey).sealed : null,
+  };
+}
+
+/** The caller's prediction or 404 (another account's looks the same as a missing one). */
+export async function ownedPrediction(
+  deps: PredictionDeps,
+  principal: Principal,
+  id: string,
+): Promise<PredictionRecord> {
+  const record = await deps.store.get(id);
+  if (!record || record.accountId !== principal.account.id) {
+    throw new GantryError('PREDICTION_NOT_FOUND', {
+      message: `Prediction ${id} not found`,
+      details: 'It does not exist, was deleted, or belongs to another account.',
+    });
+  }
+  return record;
+}
+
+/** Waits until the prediction is terminal or `timeoutMs` passes; returns its latest state either way. */
+export async function awaitPrediction(
+  deps: PredictionDeps,
+  record: PredictionRecord,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<PredictionRecord> {
+  if (isTerminal(record.status)) return record;
+  let wake: () => void = () => {};
+  const woken = new Promise<void>((resolve) => {
+    wake = resolve;
+  });
+  const unsubscribe = await deps.bus.subscribe(record.id, (message) => {
+    if (message.type === 'status' && isTerminal(message.status)) wake();
+  });
+  const timer = setTimeout(wake, timeoutMs);
+  // A missed notification (pub/sub is at most once) costs at most a second, not the whole wait.
+  const poll = setInterval(async () => {
+    const latest = await deps.store.get(record.id).catch(() => undefined);
+    if (!latest || isTerminal(latest.status)) wake();
+  }, 1_000);
+  signal.addEventListener('abort', wake, { once: true });
+  try {
+    const latest = await deps.store.get(record.id);
+    if (!latest || isTerminal(latest.status)) return latest ?? record;
+    await woken;
+    return (await deps.store.get(record.id)) ?? record;
+  } finally {
+    clearTimeout(timer);
+    clearInterval(poll);
+    signal.removeEventListener('abort', wake);
+    unsubscribe();
+  }
+}
+
+/** POST /v1/predictions/{id}/cancel. */
+export async function cancelPrediction(
+  deps: PredictionDeps,
+  principal: Principal,
+  id: string,
+): Promise<PredictionRecord> {
+  const record = await ownedPrediction(deps, principal, id);
+  if (isTerminal(record.status)) throw notCancellable(record);
+  const canceled = await finish(deps, id, 'canceled');
+  if (!canceled) {
+    const latest = await ownedPrediction(deps, principal, id);
+    throw notCancellable(latest);
+  }
+  // The worker running it (on whichever instance) stops its backend.
+  await deps.bus.publish(id, { type: 'cancel' });
+  return canceled;
+}
+
+/** DELETE /v1/predictions/{id}: the record, its events, deliveries and files, for good. */
+export async function deletePrediction(
+  deps: PredictionDeps,
+  principal: Principal,
+  id: string,
+): Promise<void> {
+  const record = await ownedPrediction(deps, principal, id);
+  if (!isTerminal(record.status)) {
+    await finish(deps, id, 'canceled');
+    await deps.bus.publish(id, { type: 'cancel' });
+  }
+  await deps.store.delete(id);
+  await deps.blobs.deletePrefix(id);
+}
+
+function notCancellable(record: PredictionRecord): GantryError {
+  return new GantryError('PREDICTION_NOT_CANCELLABLE', {
+    message: `Prediction ${record.id} is already ${record.status}`,
+    details: { status: record.status },
+  });
+}
+
+function wrongType(field: string, expected: string): GantryError {
+  return new GantryError('VALIDATION_ERROR', { message: `${field} must be ${expected}`, details: field });
+}
+
+export { serialize };

@@ -1,0 +1,221 @@
+import { createHmac } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
+import { Redis } from 'ioredis';
+import { createBackend, PREDICTION_KINDS } from '../../providers/predictions/index.js';
+import type { PredictionBackend } from '../../providers/predictions/types.js';
+import type { InferenceProvider } from '../../providers/types.js';
+import { LocalDiskBlobStore } from '../blobs/local.js';
+import type { Catalog } from '../catalog.js';
+import type { GantryConfig, ModelEntry } from '../config/types.js';
+import type { Services } from '../services.js';
+import type { SqliteStore } from '../store/sqlite.js';
+import { MemoryEventBus } from './bus-memory.js';
+import { RedisEventBus } from './bus-redis.js';
+import type { PredictionDeps } from './context.js';
+import { WebhookDeliverer } from './deliveries.js';
+import { compileInputSchema, type InputValidator } from './input-schema.js';
+import { finish } from './lifecycle.js';
+import { BullJobQueue } from './queue-bullmq.js';
+import { MemoryJobQueue } from './queue-memory.js';
+import { loadSecretKey } from './secrets.js';
+import { RedisPredictionStore } from './store-redis.js';
+import { SqlitePredictionStore } from './store-sqlite.js';
+import type { JobQueue } from './types.js';
+import { PredictionWorker } from './worker.js';
+
+export type Role = 'api' | 'worker' | 'all';
+
+/** What a text model served as a prediction takes and gives when the catalog says nothing. */
+const TEXT_INPUT_SCHEMA = {
+  type: 'object',
+  title: 'Input',
+  required: ['prompt'],
+  properties: {
+    prompt: { type: 'string', title: 'Prompt', 'x-order': 0 },
+    system_prompt: { type: 'string', title: 'System prompt', 'x-order': 1 },
+    max_tokens: { type: 'integer', minimum: 1, maximum: 65536, default: 512, 'x-order': 2 },
+    temperature: { type: 'number', minimum: 0, maximum: 2, default: 0.7, 'x-order': 3 },
+    top_p: { type: 'number', minimum: 0, maximum: 1, default: 0.95, 'x-order': 4 },
+  },
+};
+const TEXT_OUTPUT_SCHEMA = { type: 'string', title: 'Output' };
+
+/** Prediction backends of every provider that runs predictions, built before the catalog. */
+export function createBackends(
+  config: GantryConfig,
+  callbackBase: () => string,
+): Map<string, PredictionBackend> {
+  const backends = new Map<string, PredictionBackend>();
+  const used = new Set(
+    config.models
+      .filter((m) => m.serves.includes('predictions'))
+      .flatMap((m) => m.routes.map((r) => r.provider)),
+  );
+  for (const provider of config.providers) {
+    if (!PREDICTION_KINDS.has(provider.kind)) continue;
+    if (provider.kind === 'local' && !used.has(provider.name)) continue;
+    backends.set(provider.name, createBackend(provider, callbackBase()));
+  }
+  return backends;
+}
+
+/**
+ * Fills in the input and output schemas of prediction models that the config leaves out, from their
+ * backend (a Cog server's /openapi.json, the local models' own), so the Models API shows them and
+ * inputs are validated against them. A backend that cannot answer stops Gantry with its reason.
+ */
+export async function loadModelSchemas(
+  models: ModelEntry[],
+  backends: ReadonlyMap<string, PredictionBackend>,
+) {
+  for (const model of models) {
+    if (!model.serves.includes('predictions') || (model.input_schema && model.output_schema)) continue;
+    const route = model.routes[0];
+    const backend = route ? backends.get(route.provider) : undefined;
+    let schemas: { input?: Record<string, unknown>; output?: Record<string, unknown> } | undefined;
+    if (backend?.schemas && route) {
+      try {
+        schemas = await backend.schemas(route.model);
+      } catch (error) {
+        throw new Error(
+          `model ${model.namespace}: cannot read its schemas from ${route.provider}: ${(error as Error).message}`,
+        );
+      }
+    } else if (!backend) {
+      schemas = { input: TEXT_INPUT_SCHEMA, output: TEXT_OUTPUT_SCHEMA };
+    }
+    model.input_schema ??= schemas?.input ?? { type: 'object', properties: {} };
+    model.output_schema ??= schemas?.output ?? { type: 'array', items: { type: 'string', format: 'uri' } };
+  }
+}
+
+function compileValidators(models: ModelEntry[]): Map<string, InputValidator> {
+  const validators = new Map<string, InputValidator>();
+  for (const model of models) {
+    if (!model.serves.includes('predictions')) continue;
+    try {
+      validators.set(model.namespace, compileInputSchema(model.input_schema ?? { type: 'object' }));
+    } catch (error) {
+      throw new Error(`model ${model.namespace}: ${(error as Error).message}`);
+    }
+  }
+  return validators;
+}
+
+export interface Predictions {
+  deps: PredictionDeps;
+  /** Key of the signed file links (the file routes verify with it). */
+  blobSecret: Buffer;
+  /** Starts the workers, deliveries, recovery and the retention purge (worker and all roles). */
+  startWorkers(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface PredictionsOptions {
+  config: GantryConfig;
+  store: SqliteStore;
+  services: Services;
+  catalog: Catalog;
+  backends: ReadonlyMap<string, PredictionBackend>;
+  inference: ReadonlyMap<string, InferenceProvider>;
+  log: FastifyBaseLogger;
+  publicUrl: () => string;
+}
+
+export function createPredictions(options: PredictionsOptions): Predictions {
+  const { config, log } = options;
+  const secretKey = loadSecretKey(process.env.GANTRY_SECRET_KEY, config.server.dataDir);
+  const blobSecret = createHmac('sha256', secretKey).update('gantry-file-links').digest();
+  let redis: Redis | undefined;
+  let queue: JobQueue;
+  const distributed = config.redisUrl !== undefined;
+  if (config.redisUrl) {
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
+    redis.on('error', (error: Error) =>
+      log.debug({ err: error.message }, 'predictions redis connection error'),
+    );
+    queue = new BullJobQueue({
+      url: config.redisUrl,
+      onError: (error) => log.warn({ err: error.message }, 'prediction queue error'),
+    });
+  } else {
+    queue = new MemoryJobQueue();
+  }
+  const deps: PredictionDeps = {
+    config,
+    catalog: options.catalog,
+    store: redis ? new RedisPredictionStore(redis, {}) : new SqlitePredictionStore(options.store.handle),
+    queue,
+    bus: config.redisUrl ? new RedisEventBus({ url: config.redisUrl }) : new MemoryEventBus(),
+    blobs: new LocalDiskBlobStore(config.predictions.filesDir, {
+      secret: blobSecret,
+      publicUrl: options.publicUrl,
+    }),
+    backends: options.backends,
+    inference: options.inference,
+    validators: compileValidators(config.models),
+    secretKey,
+    usage: options.services.usage,
+    metrics: options.services.metrics,
+    log,
+    publicUrl: options.publicUrl,
+  };
+
+  const worker = new PredictionWorker(deps);
+  const deliverer = new WebhookDeliverer(deps);
+  let purgeTimer: NodeJS.Timeout | undefined;
+  let workersStarted = false;
+
+  return {
+    deps,
+    blobSecret,
+    async startWorkers() {
+      workersStarted = true;
+      worker.start();
+      deliverer.start();
+      if (!distributed) await recover(deps);
+      const every = Math.max(100, Math.min(30_000, Math.floor(config.predictions.retentionMs / 4)));
+      purgeTimer = setInterval(
+        () => void purge(deps).catch((e) => log.warn({ err: (e as Error).message }, 'purge failed')),
+        every,
+      );
+      purgeTimer.unref();
+    },
+    async close() {
+      clearInterval(purgeTimer);
+      const grace = 10_000;
+      const closing = queue.close(grace);
+      if (workersStarted) {
+        const timer = setTimeout(() => worker.abortAll(), grace);
+        await closing;
+        clearTimeout(timer);
+      } else await closing;
+      await deliverer.close();
+      await deps.bus.close();
+      await Promise.all([...options.backends.values()].map((b) => b.close()));
+      await deps.blobs.close();
+      await deps.store.close();
+      redis?.disconnect();
+    },
+  };
+}
+
+/** Embedded mode: the in-process queue died with the last process; the store knows what was pending. */
+async function recover(deps: PredictionDeps): Promise<void> {
+  for (const id of await deps.store.unfinished(10_000)) await deps.queue.add('prediction', id);
+  for (const id of await deps.store.pendingDeliveries(Number.MAX_SAFE_INTEGER, 10_000)) {
+    await deps.queue.add('webhook', id);
+  }
+}
+
+/** Removes output files past the retention window; the prediction stays, with data_available false. */
+export async function purge(deps: PredictionDeps, now = Date.now()): Promise<number> {
+  const due = await deps.store.dueForPurge(now - deps.config.predictions.retentionMs, 200);
+  for (const id of due) {
+    await deps.blobs.deletePrefix(id);
+    await deps.store.update(id, { files: [], dataRemoved: true }, ['succeeded', 'failed', 'canceled']);
+  }
+  return due.length;
+}
+
+export { finish };

@@ -1,0 +1,236 @@
+/**
+ * The state behind the Predictions API and the interfaces that hold it. Each interface has an embedded
+ * implementation (SQLite and in-process) and a distributed one (Redis, BullMQ, pub/sub), and one
+ * contract suite under test/predictions/ runs against both.
+ *
+ * Jobs carry only ids: the store is the single source of truth, so a job that runs twice (a worker died
+ * after finishing, BullMQ re-ran a stalled job) reads the state and does nothing twice.
+ */
+
+export type JsonObject = Record<string, unknown>;
+
+export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled';
+
+export const TERMINAL_STATUSES: ReadonlySet<PredictionStatus> = new Set(['succeeded', 'failed', 'canceled']);
+
+export function isTerminal(status: PredictionStatus): boolean {
+  return TERMINAL_STATUSES.has(status);
+}
+
+/** The canonical webhook events (DESIGN.md); requests may use any alias of spec 6. */
+export type WebhookEvent =
+  | 'prediction.started'
+  | 'prediction.succeeded'
+  | 'prediction.failed'
+  | 'prediction.canceled';
+
+export interface StoredFile {
+  /** e.g. `output_0.png` */
+  name: string;
+  /** MIME type */
+  type: string;
+  size: number;
+  /** Blob store key, `<predictionId>/<name>`. */
+  key: string;
+}
+
+export interface WebhookTarget {
+  url: string;
+  events: WebhookEvent[];
+  /** Custom header name sent to the receiver. */
+  authHeader: string | null;
+  /** The header's value, sealed (secrets.ts): never stored or shown in plain text. */
+  authTokenSealed: string | null;
+}
+
+/** One prediction as stored. Times are epoch milliseconds. */
+export interface PredictionRecord {
+  id: string;
+  accountId: string;
+  keyId: string;
+  /** Catalog namespace. */
+  model: string;
+  /** The model's type: image, audio, video, text. */
+  modelType: string;
+  status: PredictionStatus;
+  stream: boolean;
+  /** `api` for API keys. */
+  source: string;
+  privacy: 'private' | 'public';
+  /** Validated input with defaults, secret fields removed. */
+  input: JsonObject;
+  /** Names of the secret input fields (shown masked). */
+  secretFields: string[];
+  /** The secret fields' values, sealed for the worker; null when there are none or once finished. */
+  sealedSecrets: string | null;
+  webhook: WebhookTarget | null;
+  /** Files stored for a succeeded prediction (empty until then, and after the retention purge). */
+  files: StoredFile[];
+  /** Text output (text models run as predictions); null for file outputs. */
+  outputText: string | null;
+  /** The model's output schema says a single URL (string) rather than an array. */
+  singleOutput: boolean;
+  error: string | null;
+  logs: string;
+  /** 0-100 where the backend reports it. */
+  progress: number | null;
+  createdAt: number;
+  startedAt: number | null;
+  completedAt: number | null;
+  updatedAt: number;
+  /** Seconds the backend worked. */
+  predictTime: number | null;
+  /** Output megapixels of image predictions (billing). */
+  megapixels: number | null;
+  creditsUsed: number;
+  /** True once the retention purge removed the files. */
+  dataRemoved: boolean;
+  /** Worker attempts so far (a crashed worker's job is retried up to a limit). */
+  attempts: number;
+}
+
+export interface ListQuery {
+  accountId: string;
+  model?: string;
+  /** Epoch ms, inclusive. */
+  from?: number;
+  /** Epoch ms, exclusive. */
+  to?: number;
+  offset: number;
+  limit: number;
+}
+
+export type PredictionPatch = Partial<
+  Pick<
+    PredictionRecord,
+    | 'status'
+    | 'sealedSecrets'
+    | 'files'
+    | 'outputText'
+    | 'error'
+    | 'logs'
+    | 'progress'
+    | 'startedAt'
+    | 'completedAt'
+    | 'predictTime'
+    | 'megapixels'
+    | 'creditsUsed'
+    | 'dataRemoved'
+    | 'attempts'
+  >
+>;
+
+/** One webhook delivery: one event of one prediction, delivered at least once, in order per prediction. */
+export interface DeliveryRecord {
+  /** Also the Standard Webhooks `webhook-id`, stable across retries. */
+  id: string;
+  predictionId: string;
+  /** Order of the prediction's events; a delivery waits until every lower one is finished. */
+  seq: number;
+  event: WebhookEvent;
+  /** The body sent on every attempt (the prediction when the event fired, plus webhook_event_type). */
+  body: string;
+  state: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  createdAt: number;
+  /** When the next attempt is due (epoch ms); null once finished. */
+  nextAttemptAt: number | null;
+  /** One line per attempt: time, outcome, status or error, duration. Never a secret. */
+  log: DeliveryAttemptLog[];
+}
+
+export interface DeliveryAttemptLog {
+  at: number;
+  outcome: 'delivered' | 'retry' | 'rejected' | 'gave_up';
+  status: number | null;
+  error: string | null;
+  ms: number;
+}
+
+/** An event of a prediction's SSE stream (GET /v1/predictions/{id}/stream). */
+export interface StreamEvent {
+  /** Increasing per prediction, from 1; lets a late subscriber join replay and live events without gaps. */
+  seq: number;
+  event: 'output' | 'logs' | 'error' | 'done';
+  data: string;
+}
+
+export interface PredictionStore {
+  /**
+   * Inserts a new prediction. With an idempotency key already used by the same account, returns the
+   * existing prediction and `created: false` instead (a retried create).
+   */
+  create(
+    record: PredictionRecord,
+    idempotencyKey?: string,
+  ): Promise<{ record: PredictionRecord; created: boolean }>;
+  get(id: string): Promise<PredictionRecord | undefined>;
+  /**
+   * Applies the patch only while the prediction is in one of `from` (default: any non-terminal status),
+   * atomically; returns the updated record, or undefined when the prediction is missing or the condition
+   * failed (e.g. it was canceled meanwhile). `updatedAt` is set by the store.
+   */
+  update(
+    id: string,
+    patch: PredictionPatch,
+    from?: readonly PredictionStatus[],
+  ): Promise<PredictionRecord | undefined>;
+  /** Newest first. */
+  list(query: ListQuery): Promise<{ records: PredictionRecord[]; total: number }>;
+  /** Removes the prediction, its deliveries and stream events; true when it existed. */
+  delete(id: string): Promise<boolean>;
+  /** Ids of non-terminal predictions (start-up recovery in embedded mode, stuck-job sweeps). */
+  unfinished(limit: number): Promise<string[]>;
+  /** Ids of predictions completed before `before` whose files are not purged yet. */
+  dueForPurge(before: number, limit: number): Promise<string[]>;
+
+  appendStreamEvent(predictionId: string, event: Omit<StreamEvent, 'seq'>): Promise<StreamEvent>;
+  streamEvents(predictionId: string, afterSeq: number): Promise<StreamEvent[]>;
+
+  /** Adds the deliveries with the next seq numbers of their prediction; returns them with seq set. */
+  addDelivery(delivery: Omit<DeliveryRecord, 'seq'>): Promise<DeliveryRecord>;
+  getDelivery(id: string): Promise<DeliveryRecord | undefined>;
+  updateDelivery(
+    id: string,
+    patch: Partial<Pick<DeliveryRecord, 'state' | 'attempts' | 'nextAttemptAt' | 'log'>>,
+  ): Promise<void>;
+  deliveries(predictionId: string): Promise<DeliveryRecord[]>;
+  /** Ids of pending deliveries due before `before` (start-up recovery, sweeps). */
+  pendingDeliveries(before: number, limit: number): Promise<string[]>;
+
+  close(): Promise<void>;
+}
+
+export type JobKind = 'prediction' | 'webhook';
+
+export interface JobInfo {
+  /** The prediction or delivery id. */
+  id: string;
+  /** 1 on the first run; higher when a crashed or failed run is retried. */
+  attempt: number;
+}
+
+export interface JobQueue {
+  /**
+   * Schedules a job; adding an id that is already waiting or delayed is a no-op (at most one pending
+   * job per id). `delayMs` postpones it.
+   */
+  add(kind: JobKind, id: string, options?: { delayMs?: number }): Promise<void>;
+  /** Starts consuming (worker role). The handler's rejection makes the queue retry the job later. */
+  process(kind: JobKind, handler: (job: JobInfo) => Promise<void>, options: { concurrency: number }): void;
+  /** Stops taking jobs and waits for running ones up to `graceMs`; unfinished ones go back to the queue. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/** Live notifications between instances: stream events, status changes (await) and cancel requests. */
+export type BusMessage =
+  | { type: 'stream'; event: StreamEvent }
+  | { type: 'status'; status: PredictionStatus }
+  | { type: 'cancel' };
+
+export interface EventBus {
+  publish(predictionId: string, message: BusMessage): Promise<void>;
+  /** Returns the unsubscribe function; the listener may be called on any instance's publish. */
+  subscribe(predictionId: string, listener: (message: BusMessage) => void): Promise<() => void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,321 @@
+import sharp from 'sharp';
+import { request } from 'undici';
+import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
+import type { InferenceProvider } from '../../providers/types.js';
+import { isValidContentType } from '../blobs/types.js';
+import type { PredictionDeps } from './context.js';
+import { emitStream, finish, markProcessing } from './lifecycle.js';
+import { openSecrets } from './secrets.js';
+import type { StoredFile } from './types.js';
+import { isTerminal, type JobInfo, type PredictionRecord } from './types.js';
+
+/** Longest output file Gantry downloads from a backend URL. */
+const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
+/** Log text is flushed to the store at most this often (a chatty model would otherwise write per line). */
+const LOG_FLUSH_MS = 250;
+
+/**
+ * Runs prediction jobs: one backend call per attempt, outputs copied into Gantry's file store, the
+ * status moved in the store (which decides races with cancel), and the side effects in lifecycle.ts.
+ * A job handler that throws makes the queue retry it; it throws only for retryable failures with
+ * attempts left, so a job never ends stuck in a non-terminal state.
+ */
+export class PredictionWorker {
+  private readonly running = new Map<string, AbortController>();
+
+  constructor(private readonly deps: PredictionDeps) {}
+
+  start(): void {
+    this.deps.queue.process('prediction', (job) => this.run(job), {
+      concurrency: this.deps.config.predictions.concurrency,
+    });
+  }
+
+  /** Aborts every running backend call (shutdown past its grace): their jobs go back to the queue. */
+  abortAll(): void {
+    for (const controller of this.running.values()) controller.abort(new Error('worker shutting down'));
+  }
+
+  async run(job: JobInfo): Promise<void> {
+    const { deps } = this;
+    const current = await deps.store.get(job.id);
+    if (!current || isTerminal(current.status)) return;
+    const maxAttempts = deps.config.predictions.maxAttempts;
+    if (current.attempts >= maxAttempts) {
+      await finish(deps, job.id, 'failed', {
+        error: `The prediction's worker stopped ${current.attempts} times before it finished`,
+      });
+      return;
+    }
+    const record = await deps.store.update(job.id, { attempts: current.attempts + 1 });
+    if (!record) return;
+
+    const controller = new AbortController();
+    this.running.set(record.id, controller);
+    let canceled = false;
+    const unsubscribe = await deps.bus.subscribe(record.id, (message) => {
+      if (message.type === 'cancel') {
+        canceled = true;
+        controller.abort(new Error('canceled'));
+      }
+    });
+    const logs = new LogBuffer(deps, record);
+    const started = performance.now();
+    try {
+      // A cancel that landed between the read above and the subscription is caught here.
+      const latest = await deps.store.get(record.id);
+      if (!latest || isTerminal(latest.status)) return;
+      const result = await this.callBackend(record, controller.signal, logs);
+      await logs.flush();
+      const predictTime = result.predictTime ?? (performance.now() - started) / 1000;
+      const stored = await this.storeOutputs(record, result.outputs);
+      const finished = await finish(deps, record.id, 'succeeded', {
+        files: stored.files,
+        outputText: stored.text,
+        predictTime,
+        megapixels: stored.megapixels,
+        progress: record.progress === null ? null : 100,
+        ...(result.logs ? { logs: result.logs } : {}),
+      });
+      if (!finished) {
+        // Canceled or deleted while the outputs were being stored: they belong to nobody.
+        await deps.blobs.deletePrefix(record.id);
+        return;
+      }
+      if (record.stream)
+        await emitStream(deps, record.id, 'output', JSON.stringify(outputOf(finished, deps)));
+    } catch (error) {
+      await logs.flush().catch(() => {});
+      if (canceled) return;
+      const retryable = error instanceof BackendError ? error.retryable : isShutdown(error, controller);
+      if (retryable && record.attempts < maxAttempts) {
+        // Back to 'starting' only if it was processing: the retry announces processing again.
+        await deps.store.update(record.id, { status: 'starting' }, ['processing']);
+        throw error;
+      }
+      await finish(deps, record.id, 'failed', { error: failureMessage(error) });
+    } finally {
+      unsubscribe();
+      this.running.delete(record.id);
+    }
+  }
+
+  private async callBackend(
+    record: PredictionRecord,
+    signal: AbortSignal,
+    logs: LogBuffer,
+  ): Promise<BackendResult> {
+    const { deps } = this;
+    const entry = deps.catalog.entry(record.model);
+    const route = entry?.routes[0];
+    if (!entry || !route) throw new BackendError(`Model ${record.model} is no longer in the catalog`);
+    const input = openSecrets(record.input, record.sealedSecrets, deps.secretKey);
+    let processing = false;
+    const toProcessing = async () => {
+      if (processing) return;
+      processing = true;
+      await markProcessing(deps, record.id);
+    };
+
+    const backend = deps.backends.get(route.provider);
+    if (!backend) {
+      const provider = deps.inference.get(route.provider);
+      if (!provider) throw new BackendError(`No backend named ${route.provider}`);
+      await toProcessing();
+      return runTextModel(provider, route.model, input, record, signal, (piece) => {
+        void emitStream(deps, record.id, 'output', piece);
+      });
+    }
+    let progressWritten = 0;
+    return backend
+      .run(
+        { predictionId: record.id, model: route.model, input, stream: record.stream },
+        {
+          signal,
+          events: {
+            processing: () => void toProcessing(),
+            log: (text) => logs.add(text),
+            progress: (percent) => {
+              const now = Date.now();
+              if (now - progressWritten < LOG_FLUSH_MS && percent < 100) return;
+              progressWritten = now;
+              void deps.store.update(record.id, { progress: Math.max(0, Math.min(100, percent)) });
+            },
+            output: (piece) => {
+              if (record.stream) void emitStream(deps, record.id, 'output', piece);
+            },
+          },
+        },
+      )
+      .then(async (result) => {
+        await toProcessing();
+        return result;
+      });
+  }
+
+  private async storeOutputs(record: PredictionRecord, outputs: BackendOutput[]) {
+    const files: StoredFile[] = [];
+    const texts: string[] = [];
+    let megapixels = 0;
+    for (const [index, output] of outputs.entries()) {
+      if (output.kind === 'text') {
+        texts.push(output.text);
+        continue;
+      }
+      const file = output.kind === 'bytes' ? output : await download(output.url, output.headers ?? {}, index);
+      const key = `${record.id}/${safeName(file.name, index)}`;
+      const blob = await this.deps.blobs.put(key, file.data, file.contentType);
+      files.push({ name: key.slice(record.id.length + 1), type: blob.contentType, size: blob.size, key });
+      if (file.contentType.startsWith('image/')) megapixels += await imageMegapixels(file.data);
+    }
+    return {
+      files,
+      text: texts.length > 0 && files.length === 0 ? texts.join('') : null,
+      megapixels: record.modelType === 'image' ? Math.round(megapixels * 1e6) / 1e6 : null,
+    };
+  }
+}
+
+/** Buffers log text and writes it (and the stream's `logs` events) a few times a second. */
+class LogBuffer {
+  private pending = '';
+  private timer: NodeJS.Timeout | undefined;
+  private logs: string;
+
+  constructor(
+    private readonly deps: PredictionDeps,
+    private readonly record: PredictionRecord,
+  ) {
+    this.logs = record.logs;
+  }
+
+  add(text: string): void {
+    this.pending += text.endsWith('\n') ? text : `${text}\n`;
+    this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+  }
+
+  async flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (!this.pending) return;
+    const text = this.pending;
+    this.pending = '';
+    this.logs += text;
+    await this.deps.store.update(this.record.id, { logs: this.logs });
+    if (this.record.stream) await emitStream(this.deps, this.record.id, 'logs', text);
+  }
+}
+
+/** Text models served as predictions run through their inference adapter: the output is the text. */
+async function runTextModel(
+  provider: InferenceProvider,
+  model: string,
+  input: Record<string, unknown>,
+  record: PredictionRecord,
+  signal: AbortSignal,
+  onPiece: (piece: string) => void,
+): Promise<BackendResult> {
+  const prompt = typeof input.prompt === 'string' ? input.prompt : JSON.stringify(input);
+  const messages: Array<{ role: string; content: string }> = [];
+  if (typeof input.system_prompt === 'string')
+    messages.push({ role: 'system', content: input.system_prompt });
+  messages.push({ role: 'user', content: prompt });
+  const body: Record<string, unknown> = { model, messages, stream: record.stream };
+  for (const field of ['max_tokens', 'temperature', 'top_p', 'stop', 'seed'] as const) {
+    if (input[field] !== undefined) body[field] = input[field];
+  }
+  const result = await provider.chat(body, { signal, requestId: record.id });
+  if (result.kind === 'json') {
+    const choices = result.body.choices as Array<{ message?: { content?: string } }> | undefined;
+    return { outputs: [{ kind: 'text', text: choices?.[0]?.message?.content ?? '' }] };
+  }
+  let text = '';
+  for await (const event of result.events) {
+    const chunk = JSON.parse(event.data) as { choices?: Array<{ delta?: { content?: string } }> };
+    const piece = chunk.choices?.[0]?.delta?.content;
+    if (piece) {
+      text += piece;
+      onPiece(piece);
+    }
+  }
+  return { outputs: [{ kind: 'text', text }] };
+}
+
+async function download(url: string, headers: Record<string, string>, index: number) {
+  let response: Awaited<ReturnType<typeof request>>;
+  try {
+    response = await request(url, {
+      headers,
+      maxRedirections: 3,
+      headersTimeout: 30_000,
+      bodyTimeout: 60_000,
+    } as Parameters<typeof request>[1]);
+  } catch (error) {
+    throw new BackendError(`Could not download output ${index}: ${(error as Error).message}`, {
+      retryable: true,
+    });
+  }
+  if (response.statusCode !== 200) {
+    await response.body.dump();
+    throw new BackendError(`Could not download output ${index}: HTTP ${response.statusCode}`, {
+      retryable: response.statusCode >= 500,
+    });
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of response.body) {
+    size += (chunk as Buffer).length;
+    if (size > MAX_DOWNLOAD_BYTES) {
+      response.body.destroy();
+      throw new BackendError(`Output ${index} is larger than ${MAX_DOWNLOAD_BYTES} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  const contentType = String(response.headers['content-type'] ?? 'application/octet-stream')
+    .split(';')[0]
+    ?.trim();
+  const path = new URL(url).pathname;
+  const name = path.slice(path.lastIndexOf('/') + 1) || `output_${index}`;
+  return {
+    data: Buffer.concat(chunks),
+    contentType: contentType && isValidContentType(contentType) ? contentType : 'application/octet-stream',
+    name,
+  };
+}
+
+/** Blob keys allow letters, digits, `.`, `_`, `-`; backend file names are anything. */
+function safeName(name: string, index: number): string {
+  const cleaned = name
+    .replace(/[^A-Za-z0-9._-]/g, '_')
+    .replace(/\.{2,}/g, '.')
+    .replace(/^[^A-Za-z0-9]+/, '');
+  return (cleaned || `output_${index}`).slice(0, 100);
+}
+
+async function imageMegapixels(data: Buffer): Promise<number> {
+  try {
+    const { width, height } = await sharp(data).metadata();
+    return width && height ? (width * height) / 1e6 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+function outputOf(record: PredictionRecord, deps: PredictionDeps): unknown {
+  if (record.outputText !== null) return record.outputText;
+  const expiresAt = Math.floor(
+    ((record.completedAt ?? Date.now()) + deps.config.predictions.retentionMs) / 1000,
+  );
+  const urls = record.files.map((f) => deps.blobs.urlFor(f.key, expiresAt));
+  return record.singleOutput ? urls[0] : urls;
+}
+
+function isShutdown(error: unknown, controller: AbortController): boolean {
+  return controller.signal.aborted && !(error instanceof BackendError);
+}
+
+function failureMessage(error: unknown): string {
+  if (error instanceof BackendError) return error.message;
+  // Anything else is our bug or an unexpected backend failure: say so without internals.
+  return 'The prediction failed in its backend';
+}
