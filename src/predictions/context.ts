@@ -5,6 +5,7 @@ import type { BlobStore } from '../blobs/types.js';
 import type { Catalog } from '../catalog.js';
 import type { GantryConfig } from '../config/types.js';
 import type { Metrics } from '../metrics.js';
+import type { Services } from '../services.js';
 import type { UsageBatcher } from '../usage/index.js';
 import type { InputValidator } from './input-schema.js';
 import type { EventBus, JobQueue, PredictionStore } from './types.js';
@@ -25,6 +26,8 @@ export interface PredictionDeps {
   validators: ReadonlyMap<string, InputValidator>;
   /** Seals secret input fields and webhook tokens; derives per-account webhook secrets. */
   secretKey: Buffer;
+  /** Limiter and credit balances (admission), shared with the inference routes. */
+  services: Services;
   usage: UsageBatcher;
   metrics: Metrics;
   log: FastifyBaseLogger;

@@ -1,6 +1,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { type MediaUnits, newUsageId, type UsageRecord } from '../usage/index.js';
+import { releasePrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { serializePrediction } from './serialize.js';
 import {
@@ -61,6 +62,7 @@ export async function finish(
   final.creditsUsed = bill.credits;
   const record = await deps.store.update(id, final);
   if (!record) return undefined;
+  await releasePrediction(deps, record.lease);
   deps.metrics.predictionDone(record.model, status, (now - record.createdAt) / 1000);
   if (record.stream) {
     if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');

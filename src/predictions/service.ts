@@ -3,6 +3,7 @@ import type { Principal } from '../auth/authenticate.js';
 import { GantryError } from '../errors.js';
 import { parseWebhookEvents } from '../webhooks/events.js';
 import { checkWebhookUrl } from '../webhooks/ssrf.js';
+import { admitPrediction, releasePrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { formatFieldErrors, mergeTopLevelOptions } from './input-schema.js';
 import { finish, serialize } from './lifecycle.js';
@@ -44,6 +45,8 @@ export interface CreateResult {
   created: boolean;
   /** The caller asked to wait for the result. */
   wait: boolean;
+  /** Rate-limit headers of the admission. */
+  headers: Record<string, string>;
 }
 
 /** POST /v1/predictions: validates, stores and queues a prediction. Throws GantryError on bad input. */
@@ -116,6 +119,7 @@ export async function createPrediction(
     });
   }
 
+  const admission = await admitPrediction(deps, principal, entry, checked.input);
   const sealed = sealSecrets(checked.input, validator.secretFields, deps.secretKey);
   const now = Date.now();
   const record: PredictionRecord = {
@@ -149,11 +153,30 @@ export async function createPrediction(
     creditsUsed: 0,
     dataRemoved: false,
     attempts: 0,
+    lease: admission.lease,
   };
 
-  const stored = await deps.store.create(record, idempotencyKey);
-  if (stored.created) await deps.queue.add('prediction', record.id);
-  return { record: stored.record, created: stored.created, wait: request.await === true };
+  let stored: Awaited<ReturnType<typeof deps.store.create>>;
+  try {
+    stored = await deps.store.create(record, idempotencyKey);
+    if (stored.created) await deps.queue.add('prediction', record.id);
+  } catch (error) {
+    await releasePrediction(deps, admission.lease);
+    deps.log.error({ err: (error as Error).message }, 'prediction could not be stored or queued');
+    throw new GantryError('PREDICTION_ERROR', {
+      details: 'The prediction store or queue did not answer; retry with backoff (same Idempotency-Key).',
+      headers: { 'retry-after': '1' },
+      cause: error,
+    });
+  }
+  // A retried create returns the first prediction; the slot taken for this call is not needed.
+  if (!stored.created) await releasePrediction(deps, admission.lease);
+  return {
+    record: stored.record,
+    created: stored.created,
+    wait: request.await === true,
+    headers: admission.headers,
+  };
 }
 
 async function parseWebhook(deps: PredictionDeps, value: unknown): Promise<WebhookTarget | null> {

@@ -155,6 +155,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     inference: options.inference,
     validators: compileValidators(config.models),
     secretKey,
+    services: options.services,
     usage: options.services.usage,
     metrics: options.services.metrics,
     log,

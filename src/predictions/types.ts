@@ -7,6 +7,8 @@
  * after finishing, BullMQ re-ran a stalled job) reads the state and does nothing twice.
  */
 
+import type { Lease } from '../limits/types.js';
+
 export type JsonObject = Record<string, unknown>;
 
 export type PredictionStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled';
@@ -87,6 +89,8 @@ export interface PredictionRecord {
   dataRemoved: boolean;
   /** Worker attempts so far (a crashed worker's job is retried up to a limit). */
   attempts: number;
+  /** The rate limiter's lease holding the model's concurrency slot until the prediction ends. */
+  lease: Lease | null;
 }
 
 export interface ListQuery {
@@ -117,6 +121,7 @@ export type PredictionPatch = Partial<
     | 'creditsUsed'
     | 'dataRemoved'
     | 'attempts'
+    | 'lease'
   >
 >;
 

@@ -3,6 +3,7 @@ import { request } from 'undici';
 import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
 import { isValidContentType } from '../blobs/types.js';
+import { extendPrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { emitStream, finish, markProcessing } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
@@ -61,6 +62,11 @@ export class PredictionWorker {
     });
     const logs = new LogBuffer(deps, record);
     const started = performance.now();
+    const keepSlot = setInterval(
+      () => void extendPrediction(deps, record.lease),
+      Math.max(1_000, Math.floor((record.lease?.leaseMs ?? 60_000) / 3)),
+    );
+    keepSlot.unref();
     try {
       // A cancel that landed between the read above and the subscription is caught here.
       const latest = await deps.store.get(record.id);
@@ -95,6 +101,7 @@ export class PredictionWorker {
       }
       await finish(deps, record.id, 'failed', { error: failureMessage(error) });
     } finally {
+      clearInterval(keepSlot);
       unsubscribe();
       this.running.delete(record.id);
     }

@@ -35,6 +35,7 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
       request.raw.once('close', () => gone.abort());
       record = await awaitPrediction(deps, record, deps.config.predictions.awaitTimeoutMs, gone.signal);
     }
+    reply.headers(result.headers);
     if (!result.created) reply.header('idempotent-replayed', 'true');
     return reply.code(200).send(serialize(deps, record));
   };

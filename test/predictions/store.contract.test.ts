@@ -97,6 +97,7 @@ function prediction(overrides: Partial<PredictionRecord> = {}): PredictionRecord
     creditsUsed: 0,
     dataRemoved: false,
     attempts: 0,
+    lease: null,
     ...overrides,
   };
 }

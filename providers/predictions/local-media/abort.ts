@@ -8,8 +8,3 @@ export function abortError(signal: AbortSignal): Error {
 export function throwIfAborted(signal: AbortSignal | undefined): void {
   if (signal?.aborted) throw abortError(signal);
 }
-
-/** True for the errors abortError gives (and for Node's own AbortError). */
-export function isAbortError(error: unknown): boolean {
-  return error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError');
-}

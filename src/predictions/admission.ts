@@ -1,0 +1,95 @@
+import type { Principal } from '../auth/authenticate.js';
+import type { ModelEntry } from '../config/types.js';
+import { GantryError } from '../errors.js';
+import { bucketsFor, quotaHeaders, refusalError } from '../inference/quota.js';
+import { type Lease, LimiterUnavailableError } from '../limits/index.js';
+import { computeCost, toCredits } from '../metering/pricing.js';
+import { creditRefusal } from '../usage/index.js';
+import type { PredictionDeps } from './context.js';
+import type { JsonObject } from './types.js';
+
+export interface PredictionAdmission {
+  /** Holds the account×model concurrency slot until the prediction ends (released in lifecycle.finish). */
+  lease: Lease;
+  headers: Record<string, string>;
+}
+
+/**
+ * Credits (402) and rate limits (429) for a new prediction, as for inference calls: the account and
+ * account×model buckets count one request, and a concurrency slot is held from creation until the
+ * prediction reaches a terminal status, so `concurrency` caps a model's running generations.
+ */
+export async function admitPrediction(
+  deps: PredictionDeps,
+  principal: Principal,
+  entry: ModelEntry,
+  input: JsonObject,
+): Promise<PredictionAdmission> {
+  const { account } = principal;
+  const services = deps.services;
+  const policy = deps.config.limits.failurePolicy;
+  if (entry.billable) {
+    const outputs = Number(input.num_outputs ?? input.num_images ?? input.number_of_images ?? 1);
+    const estimate = computeCost(
+      entry.pricing,
+      {
+        predictions: 1,
+        images: entry.type === 'image' && Number.isFinite(outputs) ? outputs : 0,
+        params: input,
+      },
+      { billable: true, modelType: entry.type },
+    );
+    const needed = toCredits(estimate.cost, estimate.currency, deps.config.credits.perCurrency);
+    const balance = await services.balance(account.id);
+    if (balance === undefined && policy === 'closed') {
+      throw new GantryError('SERVICE_UNAVAILABLE', {
+        message: 'The credit store is unavailable and this gateway is set to refuse requests meanwhile',
+        headers: { 'retry-after': '1' },
+      });
+    }
+    const refusal = balance === undefined ? undefined : creditRefusal(balance, needed);
+    if (refusal) {
+      throw new GantryError(refusal, {
+        details:
+          refusal === 'PAYMENT_REQUIRED'
+            ? 'The account balance is negative: add credits to continue.'
+            : `This prediction may cost ${needed} credits, more than the account holds.`,
+      });
+    }
+  }
+  try {
+    const admission = await services.limiter.admit({
+      accountId: account.id,
+      buckets: bucketsFor(deps.config, account.tier, entry),
+      inputTokens: 0,
+      outputTokens: 0,
+    });
+    if (!admission.ok) {
+      services.metrics.rateLimited.inc({
+        metric: admission.refusal.metric,
+        scope: admission.refusal.bucket === 'account' ? 'account' : 'model',
+      });
+      throw refusalError(admission.refusal);
+    }
+    return { lease: admission.lease, headers: quotaHeaders(admission.quota) };
+  } catch (err) {
+    if (!(err instanceof LimiterUnavailableError)) throw err;
+    throw new GantryError('SERVICE_UNAVAILABLE', {
+      message: 'The rate limiter is unavailable and this gateway is set to refuse requests meanwhile',
+      headers: { 'retry-after': '1' },
+      cause: err,
+    });
+  }
+}
+
+/** Gives the concurrency slot back; a limiter that is down lets the lease expire by itself. */
+export async function releasePrediction(deps: PredictionDeps, lease: Lease | null): Promise<void> {
+  if (!lease) return;
+  await deps.services.limiter.release(lease, { inputTokens: 0, outputTokens: 0 }).catch(() => undefined);
+}
+
+/** Keeps a long prediction's slot while it runs (leases expire so a dead instance's slots come back). */
+export async function extendPrediction(deps: PredictionDeps, lease: Lease | null): Promise<void> {
+  if (!lease) return;
+  await deps.services.limiter.extend(lease).catch(() => undefined);
+}
