@@ -1,6 +1,6 @@
 import type { ProviderConfig } from '../types.js';
 import { CogBackend } from './cog.js';
-import { LocalMediaBackend } from './local.js';
+import { LOCAL_MEDIA_MODELS, LocalMediaBackend } from './local.js';
 import { ReplicateBackend } from './replicate.js';
 import type { PredictionBackend } from './types.js';
 
@@ -32,4 +32,20 @@ export function createBackend(config: ProviderConfig, callbackBase: string): Pre
     default:
       throw new Error(`provider ${config.name}: kind ${config.kind} runs no predictions`);
   }
+}
+
+/**
+ * The media backend that runs `model` on `provider`, or undefined when the route belongs to an inference
+ * provider (a text model served as a prediction): the `local` kind runs its media models itself and
+ * leaves local-chat to the inference adapter.
+ */
+export function mediaBackendFor(
+  backends: ReadonlyMap<string, PredictionBackend>,
+  provider: string,
+  model: string,
+): PredictionBackend | undefined {
+  const backend = backends.get(provider);
+  if (backend?.kind === 'local' && !(LOCAL_MEDIA_MODELS as readonly string[]).includes(model))
+    return undefined;
+  return backend;
 }

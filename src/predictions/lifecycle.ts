@@ -65,6 +65,11 @@ export async function finish(
   await releasePrediction(deps, record.lease);
   deps.metrics.predictionDone(record.model, status, (now - record.createdAt) / 1000);
   if (record.stream) {
+    // Text arrived piece by piece already; file outputs are announced once they are stored.
+    if (status === 'succeeded' && record.files.length > 0) {
+      const output = serialize(deps, record).output;
+      await emitStream(deps, id, 'output', JSON.stringify(output));
+    }
     if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
     if (status === 'canceled') await emitStream(deps, id, 'error', 'Prediction was canceled');
     await emitStream(deps, id, 'done', JSON.stringify({ status }));
@@ -131,10 +136,8 @@ function price(deps: PredictionDeps, record: PredictionRecord): Bill {
   };
   const currency = String(model?.pricing?.currency ?? 'USD');
   const cost = ok
-    ? computeCost(model?.pricing, usage, {
-        ...(model?.billable === undefined ? {} : { billable: model.billable }),
-        modelType: record.modelType,
-      })
+    ? // As for inference, only a model the catalogue shows as billable costs anything.
+      computeCost(model?.pricing, usage, { billable: model?.billable === true, modelType: record.modelType })
     : { cost: 0, currency, lines: [] };
   const credits = cost.cost > 0 ? toCredits(cost.cost, cost.currency, deps.config.credits.perCurrency) : 0;
   return {

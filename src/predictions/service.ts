@@ -119,6 +119,11 @@ export async function createPrediction(
     });
   }
 
+  // A retried create is answered before admission: it must not count against the limits again.
+  if (idempotencyKey !== undefined) {
+    const existing = await deps.store.findByIdempotencyKey(principal.account.id, idempotencyKey);
+    if (existing) return { record: existing, created: false, wait: request.await === true, headers: {} };
+  }
   const admission = await admitPrediction(deps, principal, entry, checked.input);
   const sealed = sealSecrets(checked.input, validator.secretFields, deps.secretKey);
   const now = Date.now();

@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
-import { createBackend, PREDICTION_KINDS } from '../../providers/predictions/index.js';
+import { createBackend, mediaBackendFor, PREDICTION_KINDS } from '../../providers/predictions/index.js';
 import type { PredictionBackend } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
 import { LocalDiskBlobStore } from '../blobs/local.js';
@@ -71,7 +71,7 @@ export async function loadModelSchemas(
   for (const model of models) {
     if (!model.serves.includes('predictions') || (model.input_schema && model.output_schema)) continue;
     const route = model.routes[0];
-    const backend = route ? backends.get(route.provider) : undefined;
+    const backend = route ? mediaBackendFor(backends, route.provider, route.model) : undefined;
     let schemas: { input?: Record<string, unknown>; output?: Record<string, unknown> } | undefined;
     if (backend?.schemas && route) {
       try {

@@ -229,6 +229,11 @@ export class RedisPredictionStore implements PredictionStore {
     return { record, created: true };
   }
 
+  async findByIdempotencyKey(accountId: string, key: string): Promise<PredictionRecord | undefined> {
+    const id = await this.redis.get(this.keys.idempotency(accountId, key));
+    return id === null ? undefined : this.get(id);
+  }
+
   async get(id: string): Promise<PredictionRecord | undefined> {
     return toPrediction(await this.redis.hgetall(this.keys.prediction(id)));
   }

@@ -150,6 +150,14 @@ export class SqlitePredictionStore implements PredictionStore {
     });
   }
 
+  async findByIdempotencyKey(accountId: string, key: string) {
+    const seen = this.stmt.idempotencyGet.get(accountId, key) as
+      | { prediction_id: string; created_at: number }
+      | undefined;
+    if (!seen || seen.created_at <= Date.now() - IDEMPOTENCY_MS) return undefined;
+    return this.read(seen.prediction_id);
+  }
+
   async get(id: string) {
     return this.read(id);
   }

@@ -170,6 +170,8 @@ export interface PredictionStore {
     idempotencyKey?: string,
   ): Promise<{ record: PredictionRecord; created: boolean }>;
   get(id: string): Promise<PredictionRecord | undefined>;
+  /** The prediction an account created with this idempotency key in the last 24 hours, if any. */
+  findByIdempotencyKey(accountId: string, key: string): Promise<PredictionRecord | undefined>;
   /**
    * Applies the patch only while the prediction is in one of `from` (default: any non-terminal status),
    * atomically; returns the updated record, or undefined when the prediction is missing or the condition

@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import { request } from 'undici';
+import { mediaBackendFor } from '../../providers/predictions/index.js';
 import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
 import { isValidContentType } from '../blobs/types.js';
@@ -88,8 +89,6 @@ export class PredictionWorker {
         await deps.blobs.deletePrefix(record.id);
         return;
       }
-      if (record.stream)
-        await emitStream(deps, record.id, 'output', JSON.stringify(outputOf(finished, deps)));
     } catch (error) {
       await logs.flush().catch(() => {});
       if (canceled) return;
@@ -124,7 +123,7 @@ export class PredictionWorker {
       await markProcessing(deps, record.id);
     };
 
-    const backend = deps.backends.get(route.provider);
+    const backend = mediaBackendFor(deps.backends, route.provider, route.model);
     if (!backend) {
       const provider = deps.inference.get(route.provider);
       if (!provider) throw new BackendError(`No backend named ${route.provider}`);
@@ -306,15 +305,6 @@ async function imageMegapixels(data: Buffer): Promise<number> {
   } catch {
     return 0;
   }
-}
-
-function outputOf(record: PredictionRecord, deps: PredictionDeps): unknown {
-  if (record.outputText !== null) return record.outputText;
-  const expiresAt = Math.floor(
-    ((record.completedAt ?? Date.now()) + deps.config.predictions.retentionMs) / 1000,
-  );
-  const urls = record.files.map((f) => deps.blobs.urlFor(f.key, expiresAt));
-  return record.singleOutput ? urls[0] : urls;
 }
 
 function isShutdown(error: unknown, controller: AbortController): boolean {
