@@ -95,6 +95,12 @@ export function registerBlobRoutes(app: FastifyInstance, options: BlobRouteOptio
         Math.floor(now() / 1000),
       );
       if (!check.valid) {
+        // An authentic link that outlived its file (links expire as the retention window ends, when the
+        // purge removes the file) is told the truth: the file is gone, a fresh link would not help.
+        if (check.reason === 'expired' && (await store.open(key).then(closeIfOpen, () => true)) === false) {
+          const details = 'Outputs are deleted when the retention window ends, or with the prediction.';
+          return sendError(request, reply, new GantryError('FILE_NOT_FOUND', { details }));
+        }
         // One id for both (the catalogue's choice); the message tells a forged link from an old one.
         const message =
           check.reason === 'expired' ? 'The file link has expired' : 'The file link is not valid';
@@ -224,4 +230,11 @@ function matchesAny(header: string | undefined, etag: string): boolean {
 /** A query value given exactly once; repeated or structured values are not ours and fail the check. */
 function single(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
+}
+
+/** True when the blob exists (and releases it), false when it does not. */
+async function closeIfOpen(blob: OpenedBlob | null): Promise<boolean> {
+  if (blob === null) return false;
+  await blob.close();
+  return true;
 }

@@ -190,19 +190,20 @@ export class S3BlobStore implements BlobStore {
   }
 
   /**
-   * A pre-signed GET URL that stops working at `expiresAt` (epoch seconds), or 7 days from now when that
-   * is later: S3 allows no more. An `expiresAt` already past gives a URL that is already expired.
+   * A pre-signed GET URL that works while now < `expiresAt` (epoch seconds), as the local store's do, or
+   * for 7 days when that is sooner: S3 allows no more. S3 serves a URL through second X-Amz-Date +
+   * X-Amz-Expires inclusive, so that sum is `expiresAt - 1`; an `expiresAt` already past gives a URL
+   * that is already expired (X-Amz-Expires must be at least 1, so it is signed in the past).
    */
   async urlFor(key: string, expiresAt: number): Promise<string> {
     assertValidBlobKey(key);
-    if (typeof expiresAt !== 'number' || !Number.isFinite(expiresAt)) {
-      throw new TypeError('expiresAt must be a finite number of epoch seconds');
+    if (!Number.isSafeInteger(expiresAt) || expiresAt <= 0) {
+      throw new Error(`expiresAt must be whole epoch seconds, got ${expiresAt}`);
     }
-    const expiry = Math.floor(expiresAt);
     const now = Math.floor(Date.now() / 1000);
-    // X-Amz-Expires must be at least 1, so a URL for a moment already past is signed just before it.
-    const signedAt = Math.min(now, expiry - 1);
-    const lifetime = Math.min(expiry - signedAt, S3_MAX_PRESIGN_SECONDS);
+    const lastValid = expiresAt - 1;
+    const signedAt = Math.max(0, Math.min(now, lastValid - 1));
+    const lifetime = Math.max(1, Math.min(lastValid - signedAt, S3_MAX_PRESIGN_SECONDS));
     const url = new URL(this.#objectUrl(this.#objectKey(key)));
     url.searchParams.set('X-Amz-Expires', String(lifetime));
     const signed = await this.#signer('GET', url.toString(), {}, { signQuery: true, at: signedAt }).sign();
@@ -424,9 +425,15 @@ export class S3BlobStore implements BlobStore {
     });
   }
 
-  /** Removes the secret from text that came (in part) from elsewhere: a server could echo anything. */
+  /**
+   * Makes text that came (in part) from elsewhere safe to log: a server could echo anything, so the
+   * secret is removed, and control characters too, so a hostile key or message cannot forge log lines.
+   */
   #scrub(text: string): string {
-    return text.split(this.#secretAccessKey).join('[secret]');
+    return text
+      .split(this.#secretAccessKey)
+      .join('[secret]')
+      .replace(/\p{Cc}/gu, ' ');
   }
 
   #objectKey(key: string): string {

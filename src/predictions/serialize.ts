@@ -84,7 +84,8 @@ export function serializePrediction(
       data_available: files.length > 0 || record.outputText !== null,
     },
     data_removed: record.dataRemoved,
-    urls: { get: base, cancel: `${base}/cancel`, stream: `${base}/stream`, delete: base },
+    // The spec shows the delete action as …/{id}/delete, which Gantry serves for DELETE and POST.
+    urls: { get: base, cancel: `${base}/cancel`, stream: `${base}/stream`, delete: `${base}/delete` },
   };
 }
 
