@@ -57,6 +57,13 @@ export interface BuildOptions {
   role?: Role;
 }
 
+/** Query parameters that are credentials (Cog callback tokens, file-link signatures): never logged. */
+const SECRET_QUERY = /([?&](?:token|signature)=)[^&]*/gi;
+
+function loggableUrl(url: string): string {
+  return url.includes('?') ? url.replace(SECRET_QUERY, '$1[redacted]') : url;
+}
+
 /** Assembles the fastify app. The caller owns the store; closing the app closes providers and the key batcher. */
 export async function buildApp(config: GantryConfig, store: SqliteStore, options: BuildOptions = {}) {
   const role = options.role ?? 'all';
@@ -135,7 +142,10 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
       const { model, provider } = request.labels;
       metrics.requestDone(route, request.method, status, model, provider, seconds);
       if (logRequests)
-        request.log.info({ method: request.method, url: request.url, status, ms: seconds * 1000 }, 'request');
+        request.log.info(
+          { method: request.method, url: loggableUrl(request.url), status, ms: seconds * 1000 },
+          'request',
+        );
     });
     done();
   });

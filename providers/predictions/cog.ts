@@ -75,7 +75,7 @@ export class CogBackend implements PredictionBackend {
   readonly name: string;
   private readonly pool: Pool;
   private readonly pathPrefix: string;
-  private readonly callbackUrl: string | undefined;
+  private readonly callbackUrl: string | (() => string) | undefined;
   private readonly timeoutMs: number;
   private readonly pollIntervalMs: number;
   private readonly webhookSilenceMs: number;
@@ -121,7 +121,13 @@ export class CogBackend implements PredictionBackend {
     const shape: OutputShape = { concatenate: outputConcatenates(doc), stream: job.stream };
     return this.callbackUrl === undefined
       ? this.runSync(job, ctx, shape)
-      : this.runAsync(job, ctx, shape, this.callbackUrl, supportsPolling(doc));
+      : this.runAsync(
+          job,
+          ctx,
+          shape,
+          typeof this.callbackUrl === 'function' ? this.callbackUrl() : this.callbackUrl,
+          supportsPolling(doc),
+        );
   }
 
   /**

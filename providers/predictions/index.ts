@@ -11,14 +11,14 @@ export const PREDICTION_KINDS: ReadonlySet<string> = new Set(['cog', 'replicate'
  * The prediction backend of a provider. `callbackBase` is where a Cog server in async mode reaches this
  * process (`<callbackBase>/<provider>/<predictionId>?token=…`).
  */
-export function createBackend(config: ProviderConfig, callbackBase: string): PredictionBackend {
+export function createBackend(config: ProviderConfig, callbackBase: () => string): PredictionBackend {
   const common = { name: config.name, kind: config.kind, timeoutMs: config.timeouts.totalMs };
   switch (config.kind) {
     case 'cog':
       return new CogBackend({
         ...common,
         ...(config.baseUrl === undefined ? {} : { baseUrl: config.baseUrl }),
-        ...(config.async ? { callbackUrl: `${callbackBase}/${config.name}` } : {}),
+        ...(config.async ? { callbackUrl: () => `${callbackBase()}/${config.name}` } : {}),
       });
     case 'replicate':
       return new ReplicateBackend({

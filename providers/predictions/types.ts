@@ -91,8 +91,11 @@ export interface BackendConfig {
   baseUrl?: string;
   /** replicate: a default partner token when the caller gives none (optional). */
   apiKey?: string;
-  /** cog: where the Cog server can POST its async webhooks back to this Gantry worker; unset = synchronous. */
-  callbackUrl?: string;
+  /**
+   * cog: where the Cog server can POST its async webhooks back to this Gantry worker; unset = synchronous.
+   * A function when the origin is known only once the server listens.
+   */
+  callbackUrl?: string | (() => string);
   /** How long one prediction may run before it is failed with a timeout. */
   timeoutMs: number;
   /** replicate: how often to poll when no webhook is used. */

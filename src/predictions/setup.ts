@@ -25,6 +25,9 @@ import { PredictionWorker } from './worker.js';
 
 export type Role = 'api' | 'worker' | 'all';
 
+/** Docker's default stop timeout is 10 s: finish within it, abort settling included. */
+const SHUTDOWN_GRACE_MS = 6_000;
+
 /** What a text model served as a prediction takes and gives when the catalog says nothing. */
 const TEXT_INPUT_SCHEMA = {
   type: 'object',
@@ -54,7 +57,7 @@ export function createBackends(
   for (const provider of config.providers) {
     if (!PREDICTION_KINDS.has(provider.kind)) continue;
     if (provider.kind === 'local' && !used.has(provider.name)) continue;
-    backends.set(provider.name, createBackend(provider, callbackBase()));
+    backends.set(provider.name, createBackend(provider, callbackBase));
   }
   return backends;
 }
@@ -184,13 +187,9 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     },
     async close() {
       clearInterval(purgeTimer);
-      const grace = 10_000;
-      const closing = queue.close(grace);
-      if (workersStarted) {
-        const timer = setTimeout(() => worker.abortAll(), grace);
-        await closing;
-        clearTimeout(timer);
-      } else await closing;
+      // Running predictions get the grace period to finish; then they are stopped and handed back.
+      await queue.close(SHUTDOWN_GRACE_MS);
+      if (workersStarted) await worker.abortAll();
       await deliverer.close();
       await deps.bus.close();
       await Promise.all([...options.backends.values()].map((b) => b.close()));

@@ -1,5 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
-import { request } from 'undici';
+import { Agent, interceptors, request } from 'undici';
 import { mediaBackendFor } from '../../providers/predictions/index.js';
 import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
@@ -10,6 +11,11 @@ import { emitStream, finish, markProcessing } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
 import type { StoredFile } from './types.js';
 import { isTerminal, type JobInfo, type PredictionRecord } from './types.js';
+
+const DOWNLOAD_ATTEMPTS = 3;
+const DOWNLOAD_RETRY_MS = 250;
+/** Output downloads follow redirects (delivery CDNs redirect to signed storage URLs). */
+const downloads = new Agent().compose(interceptors.redirect({ maxRedirections: 3 }));
 
 /** Longest output file Gantry downloads from a backend URL. */
 const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
@@ -23,7 +29,7 @@ const LOG_FLUSH_MS = 250;
  * attempts left, so a job never ends stuck in a non-terminal state.
  */
 export class PredictionWorker {
-  private readonly running = new Map<string, AbortController>();
+  private readonly running = new Map<string, { controller: AbortController; done: Promise<unknown> }>();
 
   constructor(private readonly deps: PredictionDeps) {}
 
@@ -33,9 +39,21 @@ export class PredictionWorker {
     });
   }
 
-  /** Aborts every running backend call (shutdown past its grace): their jobs go back to the queue. */
-  abortAll(): void {
-    for (const controller of this.running.values()) controller.abort(new Error('worker shutting down'));
+  /**
+   * Shutdown past its grace: aborts every running backend call (their predictions go back to the queue)
+   * and waits up to `settleMs` for the runs to write that down.
+   */
+  async abortAll(settleMs = 2_000): Promise<void> {
+    const runs = [...this.running.values()];
+    for (const run of runs) run.controller.abort(new Error('worker shutting down'));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled(runs.map((r) => r.done)),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, settleMs);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   async run(job: JobInfo): Promise<void> {
@@ -53,7 +71,8 @@ export class PredictionWorker {
     if (!record) return;
 
     const controller = new AbortController();
-    this.running.set(record.id, controller);
+    let settle: () => void = () => {};
+    this.running.set(record.id, { controller, done: new Promise<void>((resolve) => (settle = resolve)) });
     let canceled = false;
     const unsubscribe = await deps.bus.subscribe(record.id, (message) => {
       if (message.type === 'cancel') {
@@ -92,17 +111,26 @@ export class PredictionWorker {
     } catch (error) {
       await logs.flush().catch(() => {});
       if (canceled) return;
-      const retryable = error instanceof BackendError ? error.retryable : isShutdown(error, controller);
-      if (retryable && record.attempts < maxAttempts) {
+      if (controller.signal.aborted) {
+        // This worker is shutting down: the prediction goes back to the queue (the store, in embedded
+        // mode), and the interrupted run does not count as one of its attempts.
+        await deps.store.update(record.id, { status: 'starting', attempts: record.attempts - 1 });
+        throw error;
+      }
+      if (error instanceof BackendError && error.retryable && record.attempts < maxAttempts) {
         // Back to 'starting' only if it was processing: the retry announces processing again.
         await deps.store.update(record.id, { status: 'starting' }, ['processing']);
         throw error;
+      }
+      if (!(error instanceof BackendError)) {
+        deps.log.error({ err: error, prediction: record.id }, 'prediction failed unexpectedly');
       }
       await finish(deps, record.id, 'failed', { error: failureMessage(error) });
     } finally {
       clearInterval(keepSlot);
       unsubscribe();
       this.running.delete(record.id);
+      settle();
     }
   }
 
@@ -247,24 +275,35 @@ async function runTextModel(
   return { outputs: [{ kind: 'text', text }] };
 }
 
+/**
+ * Fetches a backend's output file, following up to 3 redirects, retrying transient failures here: a
+ * retry of the whole job would run (and bill) the model again for a file that already exists.
+ */
 async function download(url: string, headers: Record<string, string>, index: number) {
-  let response: Awaited<ReturnType<typeof request>>;
-  try {
-    response = await request(url, {
-      headers,
-      maxRedirections: 3,
-      headersTimeout: 30_000,
-      bodyTimeout: 60_000,
-    } as Parameters<typeof request>[1]);
-  } catch (error) {
-    throw new BackendError(`Could not download output ${index}: ${(error as Error).message}`, {
-      retryable: true,
-    });
+  let lastError = '';
+  for (let attempt = 1; attempt <= DOWNLOAD_ATTEMPTS; attempt++) {
+    try {
+      return await downloadOnce(url, headers, index);
+    } catch (error) {
+      if (error instanceof BackendError && !error.retryable) throw error;
+      lastError = (error as Error).message;
+      await sleep(DOWNLOAD_RETRY_MS * attempt);
+    }
   }
+  throw new BackendError(`Could not download output ${index}: ${lastError}`);
+}
+
+async function downloadOnce(url: string, headers: Record<string, string>, index: number) {
+  const response = await request(url, {
+    headers,
+    dispatcher: downloads,
+    headersTimeout: 30_000,
+    bodyTimeout: 60_000,
+  });
   if (response.statusCode !== 200) {
     await response.body.dump();
     throw new BackendError(`Could not download output ${index}: HTTP ${response.statusCode}`, {
-      retryable: response.statusCode >= 500,
+      retryable: response.statusCode >= 500 || response.statusCode === 429,
     });
   }
   const chunks: Buffer[] = [];
@@ -277,7 +316,7 @@ async function download(url: string, headers: Record<string, string>, index: num
     }
     chunks.push(chunk as Buffer);
   }
-  const contentType = String(response.headers['content-type'] ?? 'application/octet-stream')
+  const contentType = String(response.headers['content-type'] ?? '')
     .split(';')[0]
     ?.trim();
   const path = new URL(url).pathname;
@@ -305,10 +344,6 @@ async function imageMegapixels(data: Buffer): Promise<number> {
   } catch {
     return 0;
   }
-}
-
-function isShutdown(error: unknown, controller: AbortController): boolean {
-  return controller.signal.aborted && !(error instanceof BackendError);
 }
 
 function failureMessage(error: unknown): string {
