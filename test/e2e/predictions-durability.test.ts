@@ -316,7 +316,7 @@ describe('predictions survive their process (embedded mode)', () => {
     expect(log[0]?.event).toBe('prediction.succeeded');
     expect(log[0]?.state).toBe('pending');
     expect(Number(log[0]?.attempts)).toBeGreaterThanOrEqual(1);
-    expect((log[0]?.log as Json[])[0]?.outcome).toBe('retry');
+    expect((log[0]?.log as Json[] | undefined)?.[0]?.outcome).toBe('retry');
 
     await first.stop(SHUTDOWN_GRACE_MS + EXIT_SLACK_MS);
     const up = await listenOn(port);

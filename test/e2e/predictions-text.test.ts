@@ -81,7 +81,9 @@ describe('a text model served as a prediction', () => {
     expect(pieces.length).toBeGreaterThan(1);
     expect(events.at(-1)).toEqual({ event: 'done', data: '{"status":"succeeded"}' });
     const final = (await (
-      await fetch(`${gantry.baseURL}/predictions/${id}`, { headers: { authorization: `Bearer ${gantry.key}` } })
+      await fetch(`${gantry.baseURL}/predictions/${id}`, {
+        headers: { authorization: `Bearer ${gantry.key}` },
+      })
     ).json()) as { output: string };
     expect(pieces.join('')).toBe(final.output);
   });
