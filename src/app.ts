@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController
 import { createProvider, INFERENCE_KINDS } from '../providers/index.js';
 import type { InferenceProvider } from '../providers/types.js';
 import { Authenticator, type Principal } from './auth/authenticate.js';
-import type { LocalDiskBlobStore } from './blobs/local.js';
+import { LocalDiskBlobStore } from './blobs/local.js';
 import { registerBlobRoutes } from './blobs/routes.js';
 import { FILES_PATH } from './blobs/signed-url.js';
 import { Catalog } from './catalog.js';
@@ -165,10 +165,10 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     registerResponsesRoutes(app, gantry);
     registerEmbeddingRoutes(app, gantry);
     registerPredictionRoutes(app, predictions.deps);
-    registerBlobRoutes(app, {
-      store: predictions.deps.blobs as LocalDiskBlobStore,
-      secret: predictions.blobSecret,
-    });
+    // An S3 bucket serves its pre-signed links itself; the local store's links are served here.
+    const blobs = predictions.deps.blobs;
+    if (blobs instanceof LocalDiskBlobStore)
+      registerBlobRoutes(app, { store: blobs, secret: predictions.blobSecret });
     await registerForwardRoutes(app, gantry);
   }
 

@@ -13,6 +13,7 @@ import type {
   ModelEntry,
   PredictionSettings,
   ServerSettings,
+  StorageSettings,
   TierConfig,
 } from './types.js';
 
@@ -134,6 +135,16 @@ interface RawConfig {
     max_attempts?: number;
     concurrency?: number;
     files_dir?: string;
+    storage?: {
+      kind: 'local' | 's3';
+      endpoint?: string;
+      region?: string;
+      bucket?: string;
+      prefix?: string;
+      access_key_env?: string;
+      secret_key_env?: string;
+      force_path_style?: boolean;
+    };
     webhooks?: {
       allow_private?: boolean;
       timeout_ms?: number;
@@ -264,19 +275,45 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       stream: raw.usage?.stream ?? 'gantry:{usage}',
     },
     metrics: { enabled: raw.metrics?.enabled ?? true, port: raw.metrics?.port, token: metricsToken },
-    predictions: buildPredictions(raw.predictions ?? {}, server.dataDir),
+    predictions: buildPredictions(raw.predictions ?? {}, server.dataDir, env, fail),
     redisUrl: env.REDIS_URL || raw.redis?.url || undefined,
   };
 }
 
-function buildPredictions(raw: NonNullable<RawConfig['predictions']>, dataDir: string): PredictionSettings {
+function buildPredictions(
+  raw: NonNullable<RawConfig['predictions']>,
+  dataDir: string,
+  env: NodeJS.ProcessEnv,
+  fail: (where: string, problem: string) => never,
+): PredictionSettings {
   const webhooks = raw.webhooks ?? {};
+  let storage: StorageSettings = { kind: 'local' };
+  const s3 = raw.storage;
+  if (s3?.kind === 's3') {
+    const secret = (name: 'access_key_env' | 'secret_key_env'): string => {
+      const variable = s3[name] as string;
+      const value = env[variable];
+      if (!value) fail(`/predictions/storage/${name}`, `environment variable ${variable} is not set`);
+      return value as string;
+    };
+    storage = {
+      kind: 's3',
+      endpoint: s3.endpoint,
+      region: s3.region as string,
+      bucket: s3.bucket as string,
+      prefix: s3.prefix,
+      accessKeyId: secret('access_key_env'),
+      secretAccessKey: secret('secret_key_env'),
+      forcePathStyle: s3.force_path_style ?? false,
+    };
+  }
   return {
     awaitTimeoutMs: Math.round((raw.await_timeout_seconds ?? 60) * 1000),
     retentionMs: Math.round((raw.retention_minutes ?? 15) * 60_000),
     maxAttempts: raw.max_attempts ?? 3,
     concurrency: raw.concurrency ?? 8,
     filesDir: raw.files_dir ? resolve(raw.files_dir) : join(dataDir, 'files'),
+    storage,
     webhooks: {
       allowPrivate: webhooks.allow_private ?? false,
       timeoutMs: webhooks.timeout_ms ?? 10_000,

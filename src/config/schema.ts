@@ -231,6 +231,29 @@ export const configSchema = {
         max_attempts: { type: 'integer', minimum: 1, maximum: 20 },
         concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
         files_dir: { type: 'string' },
+        /** Where output files live: the local folder (default) or an S3-compatible bucket. */
+        storage: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['kind'],
+          properties: {
+            kind: { enum: ['local', 's3'] },
+            endpoint: { type: 'string', pattern: '^https?://' },
+            region: { type: 'string', minLength: 1 },
+            bucket: { type: 'string', minLength: 1 },
+            prefix: { type: 'string' },
+            access_key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+            secret_key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+            force_path_style: { type: 'boolean' },
+          },
+          allOf: [
+            {
+              if: { properties: { kind: { const: 's3' } } },
+              // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
+              then: { required: ['region', 'bucket', 'access_key_env', 'secret_key_env'] },
+            },
+          ],
+        },
         webhooks: {
           type: 'object',
           additionalProperties: false,

@@ -110,6 +110,19 @@ export interface WebhookSettings {
   backoffMaxMs: number;
 }
 
+export type StorageSettings =
+  | { kind: 'local' }
+  | {
+      kind: 's3';
+      endpoint: string | undefined;
+      region: string;
+      bucket: string;
+      prefix: string | undefined;
+      accessKeyId: string;
+      secretAccessKey: string;
+      forcePathStyle: boolean;
+    };
+
 export interface PredictionSettings {
   /** How long `await: true` holds the request before answering with the prediction as it is. */
   awaitTimeoutMs: number;
@@ -121,6 +134,8 @@ export interface PredictionSettings {
   concurrency: number;
   /** Folder of the local-disk file store. */
   filesDir: string;
+  /** The output file store (credentials already read from the environment). */
+  storage: StorageSettings;
   webhooks: WebhookSettings;
 }
 

@@ -25,10 +25,20 @@ const EVENT_OF: Partial<Record<PredictionStatus, WebhookEvent>> = {
   canceled: 'prediction.canceled',
 };
 
-export function serialize(deps: PredictionDeps, record: PredictionRecord) {
+/** The Prediction object with freshly signed file links (an S3 store signs asynchronously). */
+export async function serialize(deps: PredictionDeps, record: PredictionRecord) {
+  const expiresAt = Math.floor(
+    ((record.completedAt ?? Date.now()) + deps.config.predictions.retentionMs) / 1000,
+  );
+  const links = new Map<string, string>();
+  if (!record.dataRemoved) {
+    await Promise.all(
+      record.files.map(async (f) => links.set(f.key, await deps.blobs.urlFor(f.key, expiresAt))),
+    );
+  }
   return serializePrediction(record, {
     publicUrl: deps.publicUrl(),
-    fileUrl: (key, expiresAt) => deps.blobs.urlFor(key, expiresAt) as string,
+    fileUrl: (key) => links.get(key) ?? '',
     retentionMs: deps.config.predictions.retentionMs,
   });
 }
@@ -67,7 +77,7 @@ export async function finish(
   if (record.stream) {
     // Text arrived piece by piece already; file outputs are announced once they are stored.
     if (status === 'succeeded' && record.files.length > 0) {
-      const output = serialize(deps, record).output;
+      const { output } = await serialize(deps, record);
       await emitStream(deps, id, 'output', JSON.stringify(output));
     }
     if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
@@ -97,7 +107,7 @@ async function announce(deps: PredictionDeps, record: PredictionRecord): Promise
 }
 
 async function scheduleWebhook(deps: PredictionDeps, record: PredictionRecord, event: WebhookEvent) {
-  const body = JSON.stringify({ ...serialize(deps, record), webhook_event_type: event });
+  const body = JSON.stringify({ ...(await serialize(deps, record)), webhook_event_type: event });
   const delivery = await deps.store.addDelivery({
     id: `msg_${randomUUID().replaceAll('-', '')}`,
     predictionId: record.id,

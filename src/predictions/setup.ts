@@ -5,6 +5,8 @@ import { createBackend, mediaBackendFor, PREDICTION_KINDS } from '../../provider
 import type { PredictionBackend } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
 import { LocalDiskBlobStore } from '../blobs/local.js';
+import { S3BlobStore } from '../blobs/s3.js';
+import type { BlobStore } from '../blobs/types.js';
 import type { Catalog } from '../catalog.js';
 import type { GantryConfig, ModelEntry } from '../config/types.js';
 import type { Services } from '../services.js';
@@ -150,10 +152,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     store: redis ? new RedisPredictionStore(redis, {}) : new SqlitePredictionStore(options.store.handle),
     queue,
     bus: config.redisUrl ? new RedisEventBus({ url: config.redisUrl }) : new MemoryEventBus(),
-    blobs: new LocalDiskBlobStore(config.predictions.filesDir, {
-      secret: blobSecret,
-      publicUrl: options.publicUrl,
-    }),
+    blobs: createBlobStore(config, blobSecret, options.publicUrl),
     backends: options.backends,
     inference: options.inference,
     validators: compileValidators(config.models),
@@ -198,6 +197,21 @@ export function createPredictions(options: PredictionsOptions): Predictions {
       redis?.disconnect();
     },
   };
+}
+
+function createBlobStore(config: GantryConfig, secret: Buffer, publicUrl: () => string): BlobStore {
+  const storage = config.predictions.storage;
+  if (storage.kind === 'local')
+    return new LocalDiskBlobStore(config.predictions.filesDir, { secret, publicUrl });
+  return new S3BlobStore({
+    ...(storage.endpoint === undefined ? {} : { endpoint: storage.endpoint }),
+    ...(storage.prefix === undefined ? {} : { prefix: storage.prefix }),
+    region: storage.region,
+    bucket: storage.bucket,
+    accessKeyId: storage.accessKeyId,
+    secretAccessKey: storage.secretAccessKey,
+    forcePathStyle: storage.forcePathStyle,
+  });
 }
 
 /** Embedded mode: the in-process queue died with the last process; the store knows what was pending. */

@@ -37,7 +37,7 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
     }
     reply.headers(result.headers);
     if (!result.created) reply.header('idempotent-replayed', 'true');
-    return reply.code(200).send(serialize(deps, record));
+    return reply.code(200).send(await serialize(deps, record));
   };
   app.post('/v1/predictions', create);
   app.post('/v1/predict', create);
@@ -74,7 +74,7 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
     rejectOtherMethods(bodiless, '/v1/predictions/:id/delete', ['DELETE', 'POST']);
     bodiless.post<{ Params: IdParams }>('/v1/predictions/:id/cancel', async (request) => {
       const record = await cancelPrediction(deps, principal(request), request.params.id);
-      return { success: true, status: record.status, prediction: serialize(deps, record) };
+      return { success: true, status: record.status, prediction: await serialize(deps, record) };
     });
     rejectOtherMethods(bodiless, '/v1/predictions/:id/cancel', ['POST']);
   });
@@ -140,7 +140,7 @@ async function list(deps: PredictionDeps, caller: Principal, query: Query) {
     limit: perPage,
   });
   return {
-    data: records.map((r) => serialize(deps, r)),
+    data: await Promise.all(records.map((r) => serialize(deps, r))),
     pagination: {
       current_page: page,
       per_page: perPage,
