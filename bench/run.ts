@@ -29,7 +29,9 @@
  *   BENCH_RENAME=1 / --rename      add a Gantry target whose route renames the model upstream
  *   BENCH_PROFILE=1 / --profile    run Gantry under `node --cpu-prof` and print where its time went
  *   BENCH_PROFILE_TARGET           which Gantry to profile: gantry (default), gantry-limits, gantry-redis
- *   BENCH_PHASES                   which measurements: latency,throughput,stream (all); e.g. for profiling
+ *   BENCH_PHASES                   which measurements: latency,throughput,stream,predictions (all); e.g. for
+ *                                  profiling. `predictions` is bench/predictions.ts (its settings: BENCH_PRED_*,
+ *                                  listed there); BENCH_PHASES=predictions runs it alone (~1 min)
  *   BENCH_OUT                      JSON output file (bench/results/latest.json)
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
@@ -64,6 +66,7 @@ import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec 
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
 import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
+import { runPredictionsPhase } from './predictions.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TARGETS = {
@@ -124,7 +127,7 @@ function list(name: string, fallback: number[]): number[] {
 }
 
 function phaseSet(raw: string | undefined): string[] {
-  const all = ['latency', 'throughput', 'stream'];
+  const all = ['latency', 'throughput', 'stream', 'predictions'];
   if (raw === undefined || raw.trim() === '') return all;
   const chosen = raw.split(',').map((s) => s.trim());
   const unknown = chosen.filter((p) => !all.includes(p));
@@ -639,6 +642,41 @@ async function main(): Promise<number> {
   const limitsConfigPath = join(tempDir, 'gantry-limits.yaml');
   const resultsDir = dirname(settings.out);
   const profileDir = join(ROOT, 'bench', 'results', 'profile');
+
+  // ---- predictions phase: bench/predictions.ts, before the chat targets start (its own children) ----
+  const predictions = settings.phases.includes('predictions')
+    ? await runPredictionsPhase({
+        root: ROOT,
+        quick,
+        profile: settings.profile,
+        alone: settings.phases.length === 1,
+        gantryBin: settings.gantryBin,
+        redis: settings.redis,
+        redisServer: settings.redisServer,
+        log,
+      })
+    : undefined;
+  if (predictions && settings.phases.length === 1) {
+    await cleanup();
+    const durationS = Math.round((Date.now() - started) / 100) / 10;
+    const { verdicts, errors, json: figures } = predictions;
+    mkdirSync(resultsDir, { recursive: true });
+    writeFileSync(
+      settings.out,
+      toJsonText({
+        version: 1,
+        date: new Date().toISOString(),
+        durationS,
+        host,
+        predictions: figures,
+        verdicts,
+        errors,
+      }),
+    );
+    log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
+    return errors.length > 0 ? 1 : 0;
+  }
+  // ---- end of the predictions phase hook (its figures join the JSON and Targets below) ----
 
   // 1. the fake upstream
   const upstream = await startChild({
@@ -1324,6 +1362,11 @@ async function main(): Promise<number> {
   );
   json.memory = memory;
 
+  if (predictions) {
+    json.predictions = predictions.json;
+    verdicts.push(...predictions.verdicts);
+    errors.push(...predictions.errors.map((e) => `predictions: ${e}`));
+  }
   // Targets.
   out.push(
     table(

@@ -83,6 +83,13 @@ export async function main(argv: string[]): Promise<number> {
       );
       return 2;
     }
+    if (role === 'worker' && !config.server.publicUrl) {
+      process.stderr.write(
+        'gantry: --role worker needs server.public_url (or GANTRY_PUBLIC_URL): the links it puts in webhooks ' +
+          'and streams must reach the API instances, not the worker\n',
+      );
+      return 2;
+    }
     return serve(config, env, role);
   }
   if (command === 'keys') return keys(config, sub, arg, values.account, values.name);

@@ -8,8 +8,6 @@ import { webhookSecretFor } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
 import type { DeliveryAttemptLog, DeliveryRecord, JobInfo } from './types.js';
 
-/** How soon a delivery waiting for an earlier event of its prediction looks again. */
-const ORDER_WAIT_MS = 50;
 const MAX_LOG_LINES = 50;
 
 /**
@@ -19,6 +17,7 @@ const MAX_LOG_LINES = 50;
  */
 export class WebhookDeliverer {
   private readonly agent: Agent;
+  private readonly inFlight = new Set<string>();
 
   constructor(private readonly deps: PredictionDeps) {
     this.agent = createGuardedAgent({ allowPrivate: deps.config.predictions.webhooks.allowPrivate });
@@ -33,6 +32,17 @@ export class WebhookDeliverer {
   }
 
   async deliver(job: JobInfo): Promise<void> {
+    // A sweep may queue a delivery this process is attempting right now.
+    if (this.inFlight.has(job.id)) return;
+    this.inFlight.add(job.id);
+    try {
+      await this.attempt(job);
+    } finally {
+      this.inFlight.delete(job.id);
+    }
+  }
+
+  private async attempt(job: JobInfo): Promise<void> {
     const { deps } = this;
     const settings = deps.config.predictions.webhooks;
     const delivery = await deps.store.getDelivery(job.id);
@@ -41,10 +51,8 @@ export class WebhookDeliverer {
     const earlier = (await deps.store.deliveries(delivery.predictionId)).filter(
       (d) => d.seq < delivery.seq && d.state === 'pending',
     );
-    if (earlier.length > 0) {
-      await deps.queue.add('webhook', delivery.id, { delayMs: ORDER_WAIT_MS });
-      return;
-    }
+    // The earlier delivery queues this one when it settles (see settle), so nothing waits on a timer.
+    if (earlier.length > 0) return;
     const prediction = await deps.store.get(delivery.predictionId);
     const target = prediction?.webhook;
     if (!prediction || !target) {
@@ -128,6 +136,11 @@ export class WebhookDeliverer {
       nextAttemptAt: null,
       log: appendLog(delivery.log, line),
     });
+    // The prediction's next event may have been waiting for this one.
+    const next = (await this.deps.store.deliveries(delivery.predictionId)).find(
+      (d) => d.seq > delivery.seq && d.state === 'pending',
+    );
+    if (next) await this.deps.queue.add('webhook', next.id);
   }
 }
 

@@ -86,6 +86,7 @@ export class BullJobQueue implements JobQueue {
   private readonly prefix: string;
   private readonly onError: (error: Error) => void;
   private closed = false;
+  private queuesClosed = false;
 
   constructor(private readonly options: BullJobQueueOptions) {
     this.prefix = options.prefix ?? DEFAULT_JOB_PREFIX;
@@ -93,8 +94,9 @@ export class BullJobQueue implements JobQueue {
   }
 
   async add(kind: JobKind, id: string, options: { delayMs?: number } = {}): Promise<void> {
-    // Like the in-process queue: nothing is taken after close (the store's sweeps find the work again).
-    if (this.closed) return;
+    // Jobs are still taken while close() drains (a prediction finishing then schedules its webhook);
+    // once the connections are closed nothing is (the store's sweeps find that work again).
+    if (this.queuesClosed) return;
     const attempts = this.options.attempts ?? 5;
     await this.queue(kind).add(
       JOB_NAME,
@@ -146,6 +148,7 @@ export class BullJobQueue implements JobQueue {
       );
     }
     await Promise.all(this.workers.map((w) => w.close(!finished).catch(this.onError)));
+    this.queuesClosed = true;
     await Promise.all([...this.queues.values()].map((q) => q.close().catch(this.onError)));
   }
 

@@ -166,6 +166,8 @@ export async function createPrediction(
     stored = await deps.store.create(record, idempotencyKey);
     if (stored.created) await deps.queue.add('prediction', record.id);
   } catch (error) {
+    // Stored but not queued: take it back, so the 503 is true (a retry creates it anew).
+    await deps.store.delete(record.id).catch(() => undefined);
     await releasePrediction(deps, admission.lease);
     deps.log.error({ err: (error as Error).message }, 'prediction could not be stored or queued');
     throw new GantryError('PREDICTION_ERROR', {

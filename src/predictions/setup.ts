@@ -27,6 +27,9 @@ import { PredictionWorker } from './worker.js';
 
 export type Role = 'api' | 'worker' | 'all';
 
+const SWEEP_EVERY_MS = 30_000;
+/** Older than this, a starting prediction or a due delivery has surely been dropped by its queue. */
+const SWEEP_AGE_MS = 30_000;
 /** Docker's default stop timeout is 10 s: finish within it, abort settling included. */
 const SHUTDOWN_GRACE_MS = 6_000;
 
@@ -135,7 +138,8 @@ export function createPredictions(options: PredictionsOptions): Predictions {
   let queue: JobQueue;
   const distributed = config.redisUrl !== undefined;
   if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
+    // Predictions make many small independent commands (store, indexes): let ioredis pipeline them.
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
     redis.on('error', (error: Error) =>
       log.debug({ err: error.message }, 'predictions redis connection error'),
     );
@@ -167,6 +171,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
   const worker = new PredictionWorker(deps);
   const deliverer = new WebhookDeliverer(deps);
   let purgeTimer: NodeJS.Timeout | undefined;
+  let sweepTimer: NodeJS.Timeout | undefined;
   let workersStarted = false;
 
   return {
@@ -176,7 +181,18 @@ export function createPredictions(options: PredictionsOptions): Predictions {
       workersStarted = true;
       worker.start();
       deliverer.start();
-      if (!distributed) await recover(deps);
+      // Embedded: the in-process queue died with the last process, so everything unfinished is re-queued.
+      if (!distributed) await requeue(deps, Number.MAX_SAFE_INTEGER);
+      // Both modes, now and then: work the queue lost (an add that failed, a delivery recorded while a
+      // worker drained its queue) is found in the store and queued again; queued ids are not duplicated.
+      sweepTimer = setInterval(
+        () =>
+          void requeue(deps, Date.now() - SWEEP_AGE_MS).catch((e) =>
+            log.warn({ err: (e as Error).message }, 'sweep failed'),
+          ),
+        SWEEP_EVERY_MS,
+      );
+      sweepTimer.unref();
       const every = Math.max(100, Math.min(30_000, Math.floor(config.predictions.retentionMs / 4)));
       purgeTimer = setInterval(
         () => void purge(deps).catch((e) => log.warn({ err: (e as Error).message }, 'purge failed')),
@@ -186,6 +202,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     },
     async close() {
       clearInterval(purgeTimer);
+      clearInterval(sweepTimer);
       // Running predictions get the grace period to finish; then they are stopped and handed back.
       await queue.close(SHUTDOWN_GRACE_MS);
       if (workersStarted) await worker.abortAll();
@@ -214,12 +231,21 @@ function createBlobStore(config: GantryConfig, secret: Buffer, publicUrl: () => 
   });
 }
 
-/** Embedded mode: the in-process queue died with the last process; the store knows what was pending. */
-async function recover(deps: PredictionDeps): Promise<void> {
-  for (const id of await deps.store.unfinished(10_000)) await deps.queue.add('prediction', id);
-  for (const id of await deps.store.pendingDeliveries(Number.MAX_SAFE_INTEGER, 10_000)) {
-    await deps.queue.add('webhook', id);
+/**
+ * Queues again the predictions still `starting` and the deliveries still pending that were created or due
+ * before `before` (epoch ms). Processing predictions are left to their worker (or BullMQ's stalled-job
+ * recovery), except at an embedded start-up, when no worker can hold them.
+ */
+export async function requeue(deps: PredictionDeps, before: number): Promise<void> {
+  const everything = before === Number.MAX_SAFE_INTEGER;
+  for (const id of await deps.store.unfinished(10_000)) {
+    if (!everything) {
+      const record = await deps.store.get(id);
+      if (record?.status !== 'starting' || record.updatedAt >= before) continue;
+    }
+    await deps.queue.add('prediction', id);
   }
+  for (const id of await deps.store.pendingDeliveries(before, 10_000)) await deps.queue.add('webhook', id);
 }
 
 /** Removes output files past the retention window; the prediction stays, with data_available false. */

@@ -58,6 +58,8 @@ export class PredictionWorker {
 
   async run(job: JobInfo): Promise<void> {
     const { deps } = this;
+    // A sweep may queue an id this process is running (a synchronous backend stays `starting`).
+    if (this.running.has(job.id)) return;
     const current = await deps.store.get(job.id);
     if (!current || isTerminal(current.status)) return;
     const maxAttempts = deps.config.predictions.maxAttempts;
