@@ -5,7 +5,12 @@ import { Authenticator, type Principal } from './auth/authenticate.js';
 import { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
 import { installErrorHandling } from './error-handler.js';
+import { FastPath } from './fast-path/fast-path.js';
+import { nextRequestId } from './fast-path/request-id.js';
+import { INFERENCE_ROUTES } from './fast-path/routes.js';
+import { fastPathServerFactory } from './fast-path/server.js';
 import { loggerOptions } from './logger.js';
+import { requestTracker } from './request-tracking.js';
 import { registerChatRoutes } from './routes/chat.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
 import { registerForwardRoutes } from './routes/forward.js';
@@ -40,6 +45,8 @@ export interface BuildOptions {
   logger?: FastifyServerOptions['logger'];
   /** Process-wide metrics (GC, memory); off in tests that build many apps in one process. */
   processMetrics?: boolean;
+  /** Serve the inference routes from node:http directly (src/fast-path); on unless false. */
+  fastPath?: boolean;
 }
 
 /** Assembles the fastify app. The caller owns the store; closing the app closes providers and the key batcher. */
@@ -47,12 +54,15 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   const providers = new Map<string, InferenceProvider>();
   for (const p of config.providers) providers.set(p.name, createProvider(p));
 
+  let fastPath: FastPath | undefined;
   const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config.server.logLevel),
     bodyLimit: config.server.bodyLimitBytes,
     // One log line per request (our onResponse hook) instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',
+    genReqId: nextRequestId,
+    serverFactory: fastPathServerFactory(() => fastPath),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
@@ -79,21 +89,10 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
-  const logRequests = ['trace', 'debug', 'info'].includes(app.log.level);
-  // First hook, so refused requests are counted too. 'close' fires for every response: hijacked streams
-  // and abandoned requests included. One log line per request.
+  const track = requestTracker(metrics, app.log.level);
+  // First hook, so refused requests are counted too.
   app.addHook('onRequest', (request, reply, done) => {
-    const started = performance.now();
-    request.labels = { model: 'none', provider: 'none' };
-    reply.raw.once('close', () => {
-      const seconds = (performance.now() - started) / 1000;
-      const route = request.routeOptions.url ?? 'unmatched';
-      const status = reply.raw.statusCode;
-      const { model, provider } = request.labels;
-      metrics.requestDone(route, request.method, status, model, provider, seconds);
-      if (logRequests)
-        request.log.info({ method: request.method, url: request.url, status, ms: seconds * 1000 }, 'request');
-    });
+    track(request, reply.raw, request.routeOptions.url ?? 'unmatched');
     done();
   });
 
@@ -112,6 +111,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   await registerForwardRoutes(app, gantry);
 
   await gantry.services.ready();
+  if (options.fastPath !== false) fastPath = new FastPath(app, { gantry, routes: INFERENCE_ROUTES, track });
 
   app.addHook('onClose', async () => {
     gantry.auth.close();

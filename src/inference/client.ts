@@ -1,10 +1,10 @@
-import type { FastifyReply } from 'fastify';
+import type { InferenceReply } from './exchange.js';
 
 /**
  * An AbortSignal that fires the moment the client's connection closes before the reply was fully sent,
  * so the upstream call is cancelled at once instead of running on for nobody.
  */
-export function clientGoneSignal(reply: FastifyReply): AbortSignal {
+export function clientGoneSignal(reply: InferenceReply): AbortSignal {
   const controller = new AbortController();
   const res = reply.raw;
   res.once('close', () => {

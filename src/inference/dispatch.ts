@@ -1,4 +1,3 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type {
   CallContext,
   InferenceProvider,
@@ -11,6 +10,7 @@ import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { GantryError } from '../errors.js';
 import { clientGoneSignal } from './client.js';
+import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { fromUpstream } from './upstream-errors.js';
 
 export type ProviderCall = (
@@ -39,8 +39,8 @@ export interface DispatchOptions {
  */
 export async function dispatch(
   gantry: Gantry,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: InferenceRequest,
+  reply: InferenceReply,
   model: CatalogModel,
   body: JsonObject,
   call: ProviderCall,
