@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
+import { onAbort } from './abort.js';
 
 /** A whole answer: status, headers and the body as text (bounded for error statuses). */
 export interface JsonAnswer {
@@ -66,7 +67,7 @@ class JsonHandler implements Dispatcher.DispatchHandler {
   private timedOut = false;
   private settled = false;
   private readonly timer: NodeJS.Timeout;
-  private readonly onClientAbort: () => void;
+  private readonly stopListening: (() => void) | undefined;
 
   constructor(
     private readonly options: JsonCallOptions,
@@ -74,13 +75,12 @@ class JsonHandler implements Dispatcher.DispatchHandler {
     private readonly reject: (failure: JsonCallFailure) => void,
   ) {
     const signal = options.signal;
-    this.onClientAbort = () => this.abort(toError(signal.reason));
     this.timer = setTimeout(() => {
       this.timedOut = true;
       this.abort(new DOMException('The operation timed out', 'TimeoutError'));
     }, options.totalMs);
-    if (signal.aborted) this.onClientAbort();
-    else signal.addEventListener('abort', this.onClientAbort, { once: true });
+    if (signal.aborted) this.abort(toError(signal.reason));
+    else this.stopListening = onAbort(signal, () => this.abort(toError(signal.reason)));
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -131,7 +131,7 @@ class JsonHandler implements Dispatcher.DispatchHandler {
     if (this.settled) return false;
     this.settled = true;
     clearTimeout(this.timer);
-    this.options.signal.removeEventListener('abort', this.onClientAbort);
+    this.stopListening?.();
     return true;
   }
 }

@@ -1,3 +1,4 @@
+import { listenableAbortController } from '../../providers/abort.js';
 import type { InferenceReply } from './exchange.js';
 
 /**
@@ -5,7 +6,8 @@ import type { InferenceReply } from './exchange.js';
  * so the upstream call is cancelled at once instead of running on for nobody.
  */
 export function clientGoneSignal(reply: InferenceReply): AbortSignal {
-  const controller = new AbortController();
+  // Listenable: the upstream call (providers/json-call.ts, abort.ts) listens without EventTarget's cost.
+  const controller = listenableAbortController();
   const res = reply.raw;
   res.once('close', () => {
     if (!res.writableFinished) controller.abort();
