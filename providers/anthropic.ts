@@ -57,7 +57,7 @@ export class AnthropicProvider implements InferenceProvider {
         ANTHROPIC_MESSAGES_PATH,
         this.headers,
         payload,
-        ctx.signal,
+        ctx.cancel ?? ctx.signal,
       );
       return { kind: 'json', body: fromAnthropicMessage(json, { provider: this.name, model }) };
     }

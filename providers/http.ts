@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
-import { LinkedAbort } from './abort.js';
+import { type AbortSource, LinkedAbort } from './abort.js';
 import { callForJson, type JsonAnswer, JsonCallFailure } from './json-call.js';
 import type { ProviderTimeouts } from './types.js';
 import { UpstreamError } from './upstream-error.js';
@@ -117,7 +117,7 @@ export class UpstreamClient {
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
-    clientSignal: AbortSignal,
+    clientSignal: AbortSource,
   ): Promise<unknown> {
     let answer: JsonAnswer;
     try {

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { onAbort } from './abort.js';
+import { type AbortSource, onAbort } from './abort.js';
 
 /** A whole answer: status, headers and the body as text (bounded for error statuses). */
 export interface JsonAnswer {
@@ -30,7 +30,7 @@ export interface JsonCallOptions {
   headers: Record<string, string>;
   body: string | undefined;
   /** Aborts the call when the client goes away. */
-  signal: AbortSignal;
+  signal: AbortSource;
   /** The whole call, body included. */
   totalMs: number;
   /** Bytes of an error answer (status >= 400) kept, in whole chunks; the rest is read and dropped. */

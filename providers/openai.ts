@@ -66,7 +66,7 @@ export class OpenAIProvider implements InferenceProvider {
         path,
         this.headers,
         JSON.stringify(body),
-        ctx.signal,
+        ctx.cancel ?? ctx.signal,
       );
       if (json === null || typeof json !== 'object' || Array.isArray(json)) {
         throw new UpstreamError('protocol', this.name, `${this.name} sent a JSON body that is not an object`);
