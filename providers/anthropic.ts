@@ -49,17 +49,19 @@ export class AnthropicProvider implements InferenceProvider {
 
   async chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
     const request = toAnthropicRequest(body);
-    const res = await this.client.request(
-      'POST',
-      ANTHROPIC_MESSAGES_PATH,
-      this.headers,
-      JSON.stringify(request),
-      ctx.signal,
-    );
     const model = request.model;
+    const payload = JSON.stringify(request);
     if (request.stream !== true) {
-      return { kind: 'json', body: fromAnthropicMessage(await res.json(), { provider: this.name, model }) };
+      const json = await this.client.requestJson(
+        'POST',
+        ANTHROPIC_MESSAGES_PATH,
+        this.headers,
+        payload,
+        ctx.cancel ?? ctx.signal,
+      );
+      return { kind: 'json', body: fromAnthropicMessage(json, { provider: this.name, model }) };
     }
+    const res = await this.client.request('POST', ANTHROPIC_MESSAGES_PATH, this.headers, payload, ctx.signal);
     await requireEventStream(res, this.name);
     const translator = new AnthropicStreamTranslator({
       provider: this.name,

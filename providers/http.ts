@@ -1,7 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
-import { LinkedAbort } from './abort.js';
+import { type AbortSource, LinkedAbort } from './abort.js';
+import { callForJson, type JsonAnswer, JsonCallFailure } from './json-call.js';
 import type { ProviderTimeouts } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -71,7 +72,7 @@ export class UpstreamClient {
       });
     } catch (err) {
       call.release();
-      throw this.mapError(err, call, false);
+      throw this.mapError(err, call.timedOut, false);
     }
 
     const wrapped = this.wrapBody(res.body, call);
@@ -89,21 +90,14 @@ export class UpstreamClient {
         try {
           text = await res.body.text();
         } catch (err) {
-          throw this.mapError(err, call, true);
+          throw this.mapError(err, call.timedOut, true);
         } finally {
           call.release();
         }
         try {
           return JSON.parse(text) as unknown;
         } catch (cause) {
-          throw new UpstreamError(
-            'protocol',
-            this.provider,
-            `${this.provider} sent a body that is not JSON`,
-            {
-              cause,
-            },
-          );
+          throw this.notJson(cause);
         }
       },
       dump: async () => {
@@ -111,6 +105,43 @@ export class UpstreamClient {
         await res.body.dump().catch(() => undefined);
       },
     };
+  }
+
+  /**
+   * A request whose answer is read whole and parsed as JSON (every non-streamed call). The same outcomes
+   * as `request()` then `json()`: non-2xx answers are thrown as UpstreamError(status) carrying the
+   * upstream's message, a body that is not JSON as UpstreamError(protocol); but cheaper (json-call.ts).
+   */
+  async requestJson(
+    method: 'GET' | 'POST',
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    clientSignal: AbortSource,
+  ): Promise<unknown> {
+    let answer: JsonAnswer;
+    try {
+      answer = await callForJson(this.pool, {
+        method,
+        path: this.pathPrefix + path,
+        headers,
+        body,
+        signal: clientSignal,
+        totalMs: this.timeouts.totalMs,
+        errorBodyLimit: MAX_ERROR_BODY,
+      });
+    } catch (err) {
+      if (!(err instanceof JsonCallFailure)) throw err;
+      // An error answer whose body broke off is still that error, as request() reports it.
+      if (err.status >= 400) throw this.statusError(err.status, err.headers, '');
+      throw this.mapError(err.error, err.timedOut, err.status !== 0);
+    }
+    if (answer.status >= 400) throw this.statusError(answer.status, answer.headers, answer.text);
+    try {
+      return JSON.parse(answer.text) as unknown;
+    } catch (cause) {
+      throw this.notJson(cause);
+    }
   }
 
   close(): Promise<void> {
@@ -130,7 +161,7 @@ export class UpstreamClient {
       ended = true;
     } catch (err) {
       ended = true;
-      throw this.mapError(err, call, true);
+      throw this.mapError(err, call.timedOut, true);
     } finally {
       if (!ended) {
         const cutOff = setTimeout(() => call.abort(), DRAIN_GRACE_MS);
@@ -170,13 +201,18 @@ export class UpstreamClient {
     });
   }
 
-  private mapError(err: unknown, call: LinkedAbort, midBody: boolean): UpstreamError {
+  private notJson(cause: unknown): UpstreamError {
+    return new UpstreamError('protocol', this.provider, `${this.provider} sent a body that is not JSON`, {
+      cause,
+    });
+  }
+
+  private mapError(err: unknown, timedOut: boolean, midBody: boolean): UpstreamError {
     if (err instanceof UpstreamError) return err;
     const code = (err as { code?: string }).code ?? '';
     const name = (err as { name?: string }).name ?? '';
     const p = this.provider;
-    if (call.timedOut)
-      return new UpstreamError('timeout', p, `${p} exceeded the total timeout`, { cause: err });
+    if (timedOut) return new UpstreamError('timeout', p, `${p} exceeded the total timeout`, { cause: err });
     if (name === 'AbortError' || code === 'UND_ERR_ABORTED') {
       return new UpstreamError('aborted', p, 'the client went away', { cause: err });
     }

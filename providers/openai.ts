@@ -60,14 +60,20 @@ export class OpenAIProvider implements InferenceProvider {
     ctx: CallContext,
     isEnd: ((event: SseEvent) => boolean) | null,
   ): Promise<ProviderResult> {
-    const res = await this.client.request('POST', path, this.headers, JSON.stringify(body), ctx.signal);
     if (body.stream !== true) {
-      const json = await res.json();
+      const json = await this.client.requestJson(
+        'POST',
+        path,
+        this.headers,
+        JSON.stringify(body),
+        ctx.cancel ?? ctx.signal,
+      );
       if (json === null || typeof json !== 'object' || Array.isArray(json)) {
         throw new UpstreamError('protocol', this.name, `${this.name} sent a JSON body that is not an object`);
       }
       return { kind: 'json', body: json as JsonObject };
     }
+    const res = await this.client.request('POST', path, this.headers, JSON.stringify(body), ctx.signal);
     await requireEventStream(res, this.name);
     return { kind: 'stream', events: this.events(res.body, isEnd) };
   }

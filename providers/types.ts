@@ -7,6 +7,8 @@
  * whether to fall back to the next provider and which error the client sees.
  */
 
+import type { Cancellation } from './abort.js';
+
 export type JsonObject = Record<string, unknown>;
 
 /** One server-sent event. `event` is absent for chat chunks, which OpenAI sends as bare `data:` lines. */
@@ -27,7 +29,12 @@ export type ProviderResult =
 
 export interface CallContext {
   /** Aborted when the client disconnects or the total timeout passes: abort the upstream call at once. */
-  signal: AbortSignal;
+  readonly signal: AbortSignal;
+  /**
+   * The same cancellation without the cost of an AbortSignal, when the caller has one: for listening
+   * with onAbort() (abort.ts). Reading `signal` may make the AbortSignal; prefer this where it will do.
+   */
+  readonly cancel?: Cancellation;
   requestId: string;
 }
 

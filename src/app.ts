@@ -8,6 +8,10 @@ import { FILES_PATH } from './blobs/signed-url.js';
 import { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
 import { installErrorHandling } from './error-handler.js';
+import { FastPath } from './fast-path/fast-path.js';
+import { nextRequestId } from './fast-path/request-id.js';
+import { INFERENCE_ROUTES } from './fast-path/routes.js';
+import { fastPathServerFactory } from './fast-path/server.js';
 import { loggerOptions } from './logger.js';
 import {
   createBackends,
@@ -16,6 +20,7 @@ import {
   type Predictions,
   type Role,
 } from './predictions/setup.js';
+import { requestTracker } from './request-tracking.js';
 import { registerBackendCallbackRoutes } from './routes/backend-callbacks.js';
 import { registerChatRoutes } from './routes/chat.js';
 import { registerEmbeddingRoutes } from './routes/embeddings.js';
@@ -55,13 +60,8 @@ export interface BuildOptions {
   processMetrics?: boolean;
   /** `api` serves HTTP, `worker` runs predictions and webhooks, `all` (the default) does both. */
   role?: Role;
-}
-
-/** Query parameters that are credentials (Cog callback tokens, file-link signatures): never logged. */
-const SECRET_QUERY = /([?&](?:token|signature)=)[^&]*/gi;
-
-function loggableUrl(url: string): string {
-  return url.includes('?') ? url.replace(SECRET_QUERY, '$1[redacted]') : url;
+  /** Serve the inference routes from node:http directly (src/fast-path); on unless false. */
+  fastPath?: boolean;
 }
 
 /** Assembles the fastify app. The caller owns the store; closing the app closes providers and the key batcher. */
@@ -70,12 +70,15 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   const providers = new Map<string, InferenceProvider>();
   for (const p of config.providers) if (INFERENCE_KINDS.has(p.kind)) providers.set(p.name, createProvider(p));
 
+  let fastPath: FastPath | undefined;
   const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config.server.logLevel),
     bodyLimit: config.server.bodyLimitBytes,
     // One log line per request (our onResponse hook) instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',
+    genReqId: nextRequestId,
+    serverFactory: fastPathServerFactory(() => fastPath),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   });
@@ -129,24 +132,10 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
-  const logRequests = ['trace', 'debug', 'info'].includes(app.log.level);
-  // First hook, so refused requests are counted too. 'close' fires for every response: hijacked streams
-  // and abandoned requests included. One log line per request.
+  const track = requestTracker(metrics, app.log.level);
+  // First hook, so refused requests are counted too.
   app.addHook('onRequest', (request, reply, done) => {
-    const started = performance.now();
-    request.labels = { model: 'none', provider: 'none' };
-    reply.raw.once('close', () => {
-      const seconds = (performance.now() - started) / 1000;
-      const route = request.routeOptions.url ?? 'unmatched';
-      const status = reply.raw.statusCode;
-      const { model, provider } = request.labels;
-      metrics.requestDone(route, request.method, status, model, provider, seconds);
-      if (logRequests)
-        request.log.info(
-          { method: request.method, url: loggableUrl(request.url), status, ms: seconds * 1000 },
-          'request',
-        );
-    });
+    track(request, reply.raw, request.routeOptions.url ?? 'unmatched');
     done();
   });
 
@@ -175,6 +164,9 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   await gantry.services.ready();
   // Workers start once the origin is known: recovered jobs build webhook bodies with absolute URLs.
   if (role !== 'api') app.addHook('onListen', async () => predictions.startWorkers());
+  if (options.fastPath !== false && role !== 'worker') {
+    fastPath = new FastPath(app, { gantry, routes: INFERENCE_ROUTES, track });
+  }
 
   app.addHook('onClose', async () => {
     gantry.auth.close();

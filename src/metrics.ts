@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { type CountChild, counterChild, histogramChild, type ObserveChild } from './metric-children.js';
 
 /**
  * Gantry's Prometheus metrics. Names follow the OpenTelemetry GenAI semantic conventions where one exists
@@ -180,8 +181,8 @@ export class Metrics {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
 
-  // prom-client hashes label objects on every call; the request path instead keeps the children for
-  // each (bounded) label combination and reuses them.
+  // prom-client hashes label objects on every call, children included; the request path keeps, for each
+  // (bounded) label combination, children that update the stored value directly (metric-children.ts).
   private readonly requestChildren = new Map<string, RequestChildren>();
   private readonly inferenceChildren = new Map<string, InferenceChildren>();
 
@@ -199,8 +200,8 @@ export class Metrics {
     if (!children) {
       const s = String(status);
       children = {
-        count: this.requests.labels(route, method, s, model, provider),
-        duration: this.requestDuration.labels(route, s, model, provider),
+        count: counterChild(this.requests, { route, method, status: s, model, provider }),
+        duration: histogramChild(this.requestDuration, { route, status: s, model, provider }),
       };
       this.requestChildren.set(key, children);
     }
@@ -225,13 +226,16 @@ export class Metrics {
         gen_ai_provider_name: provider,
       };
       c = {
-        duration: this.genAiDuration.labels({ ...genAi, error_type: outcome === 'ok' ? '' : outcome }),
-        ttft: this.timeToFirstToken.labels(genAi),
-        usageIn: this.tokenUsage.labels({ ...genAi, gen_ai_token_type: 'input' }),
-        usageOut: this.tokenUsage.labels({ ...genAi, gen_ai_token_type: 'output' }),
-        tokensIn: this.tokens.labels({ model, provider, direction: 'input' }),
-        tokensOut: this.tokens.labels({ model, provider, direction: 'output' }),
-        tokensCached: this.tokens.labels({ model, provider, direction: 'cached_input' }),
+        duration: histogramChild(this.genAiDuration, {
+          ...genAi,
+          error_type: outcome === 'ok' ? '' : outcome,
+        }),
+        ttft: histogramChild(this.timeToFirstToken, genAi),
+        usageIn: histogramChild(this.tokenUsage, { ...genAi, gen_ai_token_type: 'input' }),
+        usageOut: histogramChild(this.tokenUsage, { ...genAi, gen_ai_token_type: 'output' }),
+        tokensIn: counterChild(this.tokens, { model, provider, direction: 'input' }),
+        tokensOut: counterChild(this.tokens, { model, provider, direction: 'output' }),
+        tokensCached: counterChild(this.tokens, { model, provider, direction: 'cached_input' }),
       };
       this.inferenceChildren.set(key, c);
     }
@@ -250,18 +254,18 @@ export class Metrics {
 }
 
 interface RequestChildren {
-  count: { inc(): void };
-  duration: { observe(value: number): void };
+  count: CountChild;
+  duration: ObserveChild;
 }
 
 interface InferenceChildren {
-  duration: { observe(value: number): void };
-  ttft: { observe(value: number): void };
-  usageIn: { observe(value: number): void };
-  usageOut: { observe(value: number): void };
-  tokensIn: { inc(value: number): void };
-  tokensOut: { inc(value: number): void };
-  tokensCached: { inc(value: number): void };
+  duration: ObserveChild;
+  ttft: ObserveChild;
+  usageIn: ObserveChild;
+  usageOut: ObserveChild;
+  tokensIn: CountChild;
+  tokensOut: CountChild;
+  tokensCached: CountChild;
 }
 
 export interface InferenceFacts {

@@ -18,6 +18,7 @@ import {
 } from './usage/index.js';
 
 const CREDIT_CACHE_MS = 5_000;
+const EMBEDDED_MAX_BATCH = 100;
 
 /** The stateful parts behind limits and metering, in-process or on Redis depending on the mode. */
 export interface Services {
@@ -108,6 +109,9 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const usage = new UsageBatcher({
     sinks,
     flushIntervalMs: config.usage.flushMs,
+    // The SQLite ledger writes on the main thread, about 10 us a record: 100 records hold requests for
+    // about a millisecond, where the default 500 held them for several (the p99 at concurrency 1).
+    ...(ledger ? { maxBatch: EMBEDDED_MAX_BATCH } : {}),
     onError: (error, sink) => {
       metrics.usageSinkUp.set({ sink }, 0);
       log.error(

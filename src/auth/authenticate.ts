@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { IncomingHttpHeaders } from 'node:http';
 import { GantryError } from '../errors.js';
 import type { Account, ApiKeyRecord, Store } from '../store/types.js';
 import { hashKey } from './keys.js';
@@ -33,7 +33,7 @@ export class Authenticator {
     this.timer.unref();
   }
 
-  authenticate(request: FastifyRequest): Principal {
+  authenticate(request: { readonly headers: IncomingHttpHeaders }): Principal {
     const key = readKey(request);
     if (key === undefined) {
       throw new GantryError('UNAUTHORIZED', {
@@ -84,7 +84,7 @@ export class Authenticator {
   }
 }
 
-function readKey(request: FastifyRequest): string | undefined {
+function readKey(request: { readonly headers: IncomingHttpHeaders }): string | undefined {
   const header = request.headers['x-api-key'];
   if (typeof header === 'string' && header.length > 0) return header.trim();
   const auth = request.headers.authorization;

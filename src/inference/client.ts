@@ -1,14 +1,21 @@
-import type { FastifyReply } from 'fastify';
+import { Cancellation } from '../../providers/abort.js';
+import type { InferenceReply } from './exchange.js';
 
 /**
- * An AbortSignal that fires the moment the client's connection closes before the reply was fully sent,
- * so the upstream call is cancelled at once instead of running on for nobody.
+ * A cancellation that fires the moment the client's connection closes before the reply was fully sent,
+ * so the upstream call is cancelled at once instead of running on for nobody. Its AbortSignal is made
+ * only when something asks for it (providers/abort.ts).
  */
-export function clientGoneSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
+export function clientGone(reply: InferenceReply): Cancellation {
+  const cancellation = new Cancellation();
   const res = reply.raw;
   res.once('close', () => {
-    if (!res.writableFinished) controller.abort();
+    if (!res.writableFinished) cancellation.abort();
   });
-  return controller.signal;
+  return cancellation;
+}
+
+/** The same as an AbortSignal. */
+export function clientGoneSignal(reply: InferenceReply): AbortSignal {
+  return clientGone(reply).signal;
 }

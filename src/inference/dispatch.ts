@@ -1,4 +1,3 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type {
   CallContext,
   InferenceProvider,
@@ -10,7 +9,8 @@ import { UpstreamError } from '../../providers/upstream-error.js';
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { GantryError } from '../errors.js';
-import { clientGoneSignal } from './client.js';
+import { clientGone } from './client.js';
+import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { fromUpstream } from './upstream-errors.js';
 
 export type ProviderCall = (
@@ -39,14 +39,14 @@ export interface DispatchOptions {
  */
 export async function dispatch(
   gantry: Gantry,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: InferenceRequest,
+  reply: InferenceReply,
   model: CatalogModel,
   body: JsonObject,
   call: ProviderCall,
   options: DispatchOptions = {},
 ): Promise<Dispatched> {
-  const clientSignal = clientGoneSignal(reply);
+  const cancel = clientGone(reply);
   const requestId = String(request.id);
   let lastError: UpstreamError | undefined;
   for (const route of model.entry.routes) {
@@ -54,7 +54,13 @@ export async function dispatch(
     if (!provider || (options.accepts && !options.accepts(provider))) continue;
     // A failed attempt releases its own upstream connection (providers/http.ts), so the client's signal
     // is all an attempt needs.
-    const ctx: CallContext = { signal: clientSignal, requestId };
+    const ctx: CallContext = {
+      cancel,
+      requestId,
+      get signal() {
+        return cancel.signal;
+      },
+    };
     let holding = false;
     try {
       const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
@@ -66,7 +72,7 @@ export async function dispatch(
       return { result, provider, upstreamModel: route.model };
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;
-      if (err.failure === 'aborted' || clientSignal.aborted) throw fromUpstream(err);
+      if (err.failure === 'aborted' || cancel.aborted) throw fromUpstream(err);
       request.log.warn(
         { provider: provider.name, failure: err.failure, status: err.status, reason: err.message },
         'upstream failed',

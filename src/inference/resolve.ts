@@ -1,9 +1,9 @@
-import type { FastifyRequest } from 'fastify';
 import type { Gantry } from '../app.js';
 import type { Principal } from '../auth/authenticate.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Api } from '../config/types.js';
 import { GantryError } from '../errors.js';
+import type { InferenceRequest } from './exchange.js';
 
 const API_PATHS: Record<Api, string> = {
   chat: '/v1/chat/completions',
@@ -12,7 +12,7 @@ const API_PATHS: Record<Api, string> = {
   other: 'this endpoint',
 };
 
-export function principalOf(request: FastifyRequest): Principal {
+export function principalOf(request: { readonly principal: Principal | null }): Principal {
   if (!request.principal) throw new GantryError('UNAUTHORIZED');
   return request.principal;
 }
@@ -20,7 +20,7 @@ export function principalOf(request: FastifyRequest): Principal {
 /** The catalogue entry for an inference call, or the error that says why the model cannot serve it. */
 export function resolveInferenceModel(
   gantry: Gantry,
-  request: FastifyRequest,
+  request: InferenceRequest,
   name: string,
   api: Api,
 ): CatalogModel {

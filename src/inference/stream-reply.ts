@@ -1,10 +1,10 @@
 import { once } from 'node:events';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { formatSse } from '../../providers/sse.js';
 import type { SseEvent } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
 import { toGantryError } from '../error-handler.js';
 import { envelope, envelopeFor, type GantryError } from '../errors.js';
+import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { fromUpstream } from './upstream-errors.js';
 
 export interface StreamOptions {
@@ -25,8 +25,8 @@ const DONE = 'data: [DONE]\n\n';
  * in the inference envelope and a clean end of the response: never a hang, never a half-written event.
  */
 export async function sendStream(
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: InferenceRequest,
+  reply: InferenceReply,
   events: AsyncIterable<SseEvent>,
   options: StreamOptions,
 ): Promise<void> {

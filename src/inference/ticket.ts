@@ -1,4 +1,3 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { SseEvent } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
@@ -6,6 +5,7 @@ import { GantryError } from '../errors.js';
 import { type Admission, type Lease, LimiterUnavailableError } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { creditRefusal, newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
+import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { bucketsFor, quotaHeaders, refusalError } from './quota.js';
 import { principalOf } from './resolve.js';
 import { StreamMeter, type TokenUsage } from './usage-capture.js';
@@ -47,8 +47,8 @@ export class Ticket {
 
   constructor(
     private readonly gantry: Gantry,
-    private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
+    private readonly request: InferenceRequest,
+    private readonly reply: InferenceReply,
     private readonly req: TicketRequest,
     private readonly lease: Lease,
   ) {}
@@ -170,8 +170,8 @@ export class Ticket {
  */
 export async function openTicket(
   gantry: Gantry,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: InferenceRequest,
+  reply: InferenceReply,
   req: TicketRequest,
 ): Promise<Ticket> {
   const { account } = principalOf(request);

@@ -3,6 +3,7 @@ import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { dispatch } from '../inference/dispatch.js';
+import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isRoleOnlyChunk } from '../inference/preamble.js';
 import { renameModel, renameModelInEvent } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
@@ -12,50 +13,59 @@ import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateChat } from '../inference/validate.js';
 import { countChatInputTokens } from '../metering/tokens.js';
 
-/** POST /v1/chat/completions (spec 4.9): JSON or SSE, through the model's providers in order. */
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/chat/completions', async (request, reply) => {
-    const body = validateChat(request.body);
-    const requested = body.model as string;
-    const model = resolveInferenceModel(gantry, request, requested, 'chat');
-    const withDefaults = applyDefaults(body, model.entry.defaults);
-    const stream = body.stream === true;
-    const clientWantsUsage =
-      stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
-    // Streams are always metered from the upstream's own usage chunk, dropped again if the client did not ask.
-    const upstreamBody =
-      stream && !clientWantsUsage
-        ? {
-            ...withDefaults,
-            stream_options: { ...(withDefaults.stream_options as JsonObject), include_usage: true },
-          }
-        : withDefaults;
-    const ticket = await openTicket(gantry, request, reply, {
-      api: 'chat',
-      model,
-      inputTokens: countChatInputTokens(body.messages, { tools: body.tools }),
-      outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
-      stream,
-    });
-    const { result, upstreamModel, provider } = await dispatch(
-      gantry,
-      request,
-      reply,
-      model,
-      upstreamBody,
-      (p, b, ctx) => p.chat(b, ctx),
-      { isPreamble: isRoleOnlyChunk },
-    );
-    ticket.servedBy(provider.name);
-    if (result.kind === 'json') {
-      ticket.usage = readUsage(result.body.usage);
-      return renameModel(result.body, requested);
-    }
-    await sendStream(request, reply, ticket.meterStream(result.events, clientWantsUsage), {
-      writeDone: true,
-      onFailure: ticket.markStreamFailed,
-      ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
-    });
-  });
+  app.post('/v1/chat/completions', (request, reply) => chatCompletions(gantry, request, reply));
   rejectOtherMethods(app, '/v1/chat/completions', ['POST']);
+}
+
+/**
+ * POST /v1/chat/completions (spec 4.9): JSON or SSE, through the model's providers in order. Returns the
+ * JSON answer, or undefined once a stream was written. Served by fastify and by the fast path alike.
+ */
+export async function chatCompletions(
+  gantry: Gantry,
+  request: InferenceRequest,
+  reply: InferenceReply,
+): Promise<JsonObject | undefined> {
+  const body = validateChat(request.body);
+  const requested = body.model as string;
+  const model = resolveInferenceModel(gantry, request, requested, 'chat');
+  const withDefaults = applyDefaults(body, model.entry.defaults);
+  const stream = body.stream === true;
+  const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
+  // Streams are always metered from the upstream's own usage chunk, dropped again if the client did not ask.
+  const upstreamBody =
+    stream && !clientWantsUsage
+      ? {
+          ...withDefaults,
+          stream_options: { ...(withDefaults.stream_options as JsonObject), include_usage: true },
+        }
+      : withDefaults;
+  const ticket = await openTicket(gantry, request, reply, {
+    api: 'chat',
+    model,
+    inputTokens: countChatInputTokens(body.messages, { tools: body.tools }),
+    outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
+    stream,
+  });
+  const { result, upstreamModel, provider } = await dispatch(
+    gantry,
+    request,
+    reply,
+    model,
+    upstreamBody,
+    (p, b, ctx) => p.chat(b, ctx),
+    { isPreamble: isRoleOnlyChunk },
+  );
+  ticket.servedBy(provider.name);
+  if (result.kind === 'json') {
+    ticket.usage = readUsage(result.body.usage);
+    return renameModel(result.body, requested);
+  }
+  await sendStream(request, reply, ticket.meterStream(result.events, clientWantsUsage), {
+    writeDone: true,
+    onFailure: ticket.markStreamFailed,
+    ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
+  });
+  return undefined;
 }

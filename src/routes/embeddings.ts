@@ -3,6 +3,7 @@ import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { dispatch } from '../inference/dispatch.js';
+import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { renameModel } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
 import { openTicket } from '../inference/ticket.js';
@@ -10,31 +11,37 @@ import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateEmbeddings } from '../inference/validate.js';
 import { countEmbeddingInputTokens } from '../metering/tokens.js';
 
-/** POST /v1/embeddings (spec 4.11). */
 export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/embeddings', async (request, reply) => {
-    const body = validateEmbeddings(request.body);
-    const requested = body.model as string;
-    const model = resolveInferenceModel(gantry, request, requested, 'embeddings');
-    const ticket = await openTicket(gantry, request, reply, {
-      api: 'embeddings',
-      model,
-      inputTokens: countEmbeddingInputTokens(body.input),
-      outputTokens: 0,
-      stream: false,
-    });
-    const { result, provider } = await dispatch(
-      gantry,
-      request,
-      reply,
-      model,
-      applyDefaults(body, model.entry.defaults),
-      (p, b, ctx) => p.embeddings(b, ctx),
-    );
-    ticket.servedBy(provider.name);
-    if (result.kind !== 'json') throw new Error('an embeddings provider returned a stream');
-    ticket.usage = readUsage(result.body.usage);
-    return renameModel(result.body as JsonObject, requested);
-  });
+  app.post('/v1/embeddings', (request, reply) => createEmbeddings(gantry, request, reply));
   rejectOtherMethods(app, '/v1/embeddings', ['POST']);
+}
+
+/** POST /v1/embeddings (spec 4.11). Served by fastify and by the fast path alike. */
+export async function createEmbeddings(
+  gantry: Gantry,
+  request: InferenceRequest,
+  reply: InferenceReply,
+): Promise<JsonObject> {
+  const body = validateEmbeddings(request.body);
+  const requested = body.model as string;
+  const model = resolveInferenceModel(gantry, request, requested, 'embeddings');
+  const ticket = await openTicket(gantry, request, reply, {
+    api: 'embeddings',
+    model,
+    inputTokens: countEmbeddingInputTokens(body.input),
+    outputTokens: 0,
+    stream: false,
+  });
+  const { result, provider } = await dispatch(
+    gantry,
+    request,
+    reply,
+    model,
+    applyDefaults(body, model.entry.defaults),
+    (p, b, ctx) => p.embeddings(b, ctx),
+  );
+  ticket.servedBy(provider.name);
+  if (result.kind !== 'json') throw new Error('an embeddings provider returned a stream');
+  ticket.usage = readUsage(result.body.usage);
+  return renameModel(result.body as JsonObject, requested);
 }

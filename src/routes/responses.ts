@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { InferenceProvider, JsonObject, SseEvent } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, inferenceEnvelope } from '../errors.js';
 import { dispatch } from '../inference/dispatch.js';
+import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
 import { renameModel, renameModelInEvent } from '../inference/rename.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
@@ -30,18 +31,7 @@ const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
  * API; otherwise bridged onto chat completions, with `previous_response_id` served from Gantry's history.
  */
 export function registerResponsesRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/responses', async (request, reply) => {
-    const req = validateResponsesRequest(request.body, { bridged: false });
-    const requested = req.model as string;
-    const model = resolveInferenceModel(gantry, request, requested, 'responses');
-    const native = model.entry.routes.every((r) => {
-      const provider = gantry.providers.get(r.provider);
-      return provider !== undefined && hasNativeResponses(provider);
-    });
-    return native
-      ? passThrough(gantry, model, req, request, reply)
-      : bridge(gantry, model, req, request, reply);
-  });
+  app.post('/v1/responses', (request, reply) => createResponse(gantry, request, reply));
   rejectOtherMethods(app, '/v1/responses', ['POST']);
 
   app.get('/v1/responses/:id', async (request) => {
@@ -52,12 +42,30 @@ export function registerResponsesRoutes(app: FastifyInstance, gantry: Gantry): v
   });
 }
 
+/** POST /v1/responses: the Response object, or undefined once a stream was written. Fastify and fast path. */
+export async function createResponse(
+  gantry: Gantry,
+  request: InferenceRequest,
+  reply: InferenceReply,
+): Promise<JsonObject | undefined> {
+  const req = validateResponsesRequest(request.body, { bridged: false });
+  const requested = req.model as string;
+  const model = resolveInferenceModel(gantry, request, requested, 'responses');
+  const native = model.entry.routes.every((r) => {
+    const provider = gantry.providers.get(r.provider);
+    return provider !== undefined && hasNativeResponses(provider);
+  });
+  return native
+    ? passThrough(gantry, model, req, request, reply)
+    : bridge(gantry, model, req, request, reply);
+}
+
 async function passThrough(
   gantry: Gantry,
   model: CatalogModel,
   req: JsonObject,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: InferenceRequest,
+  reply: InferenceReply,
 ): Promise<JsonObject | undefined> {
   const requested = req.model as string;
   const body = applyDefaults(req, responsesDefaults(model.entry.defaults));
@@ -95,8 +103,8 @@ async function bridge(
   gantry: Gantry,
   model: CatalogModel,
   req: JsonObject,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: InferenceRequest,
+  reply: InferenceReply,
 ): Promise<JsonObject | undefined> {
   validateResponsesRequest(req);
   const account = principalOf(request).account;

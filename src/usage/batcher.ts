@@ -1,3 +1,4 @@
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { type UsageRecord, UsageRecordError, usageRecordProblem } from './record.js';
 import type { UsageSink } from './sink.js';
 
@@ -178,9 +179,15 @@ export class UsageBatcher {
     }
   }
 
-  /** Writes the lane's queue in batches until it is empty or a write fails. */
+  /**
+   * Writes the lane's queue in batches until it is empty or a write fails. Between two batches the event
+   * loop runs: a synchronous sink (the SQLite ledger) then holds requests for one batch at most.
+   */
   private async writeQueue(lane: Lane): Promise<void> {
+    let first = true;
     while (lane.queue.length > 0) {
+      if (!first) await yieldToEventLoop();
+      first = false;
       const batch = lane.queue.splice(0, this.maxBatch);
       lane.inFlight = batch;
       try {

@@ -31,6 +31,9 @@ CREATE INDEX IF NOT EXISTS usage_records_account_time ON usage_records (account_
 CREATE INDEX IF NOT EXISTS usage_records_model_time ON usage_records (model, time);
 `;
 
+/** Records per multi-row INSERT: libsql's per-statement cost is paid once for all of them. */
+const ROWS_PER_INSERT = 50;
+
 const COLUMNS = [
   'id',
   'time',
@@ -97,6 +100,7 @@ export class SqliteUsageSink implements UsageSink {
   private readonly db: SqliteDatabase;
   private readonly owned: boolean;
   private readonly insert;
+  private readonly insertMany;
   private readonly byAccount;
   private readonly countAll;
   private readonly insertBatch: (records: UsageRecord[]) => void;
@@ -105,15 +109,28 @@ export class SqliteUsageSink implements UsageSink {
   constructor(source: string | SqliteDatabase) {
     ({ db: this.db, owned: this.owned } = openDatabase(source));
     this.db.exec(SCHEMA);
-    this.insert = this.db.prepare(
-      `INSERT OR IGNORE INTO usage_records (${COLUMNS.join(', ')}) VALUES (${COLUMNS.map(() => '?').join(', ')})`,
-    );
+    const row = `(${COLUMNS.map(() => '?').join(', ')})`;
+    const insertInto = `INSERT OR IGNORE INTO usage_records (${COLUMNS.join(', ')}) VALUES `;
+    this.insert = this.db.prepare(insertInto + row);
+    this.insertMany = this.db.prepare(insertInto + Array(ROWS_PER_INSERT).fill(row).join(', '));
     this.byAccount = this.db.prepare(
       `SELECT * FROM usage_records WHERE account_id = ? AND time >= ? AND time < ? ORDER BY time, id LIMIT ?`,
     );
     this.countAll = this.db.prepare('SELECT COUNT(*) AS n FROM usage_records');
+    // Binding parameters dominates a small insert's cost in libsql; one statement per 50 rows cuts the
+    // time per record by about a quarter. OR IGNORE still applies row by row.
     this.insertBatch = this.db.transaction((records: UsageRecord[]) => {
-      for (const r of records) this.insert.run(...toParams(r));
+      let i = 0;
+      for (; i + ROWS_PER_INSERT <= records.length; i += ROWS_PER_INSERT) {
+        const params: Array<string | number | null> = [];
+        for (let k = i; k < i + ROWS_PER_INSERT; k++) pushParams(params, records[k] as UsageRecord);
+        this.insertMany.run(...params);
+      }
+      for (; i < records.length; i++) {
+        const params: Array<string | number | null> = [];
+        pushParams(params, records[i] as UsageRecord);
+        this.insert.run(...params);
+      }
     });
   }
 
@@ -143,8 +160,8 @@ export class SqliteUsageSink implements UsageSink {
   }
 }
 
-function toParams(r: UsageRecord): Array<string | number | null> {
-  return [
+function pushParams(params: Array<string | number | null>, r: UsageRecord): void {
+  params.push(
     r.id,
     r.time,
     r.account_id,
@@ -166,7 +183,7 @@ function toParams(r: UsageRecord): Array<string | number | null> {
     r.latency_ms,
     r.ttft_ms,
     r.stream ? 1 : 0,
-  ];
+  );
 }
 
 function fromRow(row: UsageRow): UsageRecord {

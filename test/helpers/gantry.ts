@@ -28,6 +28,8 @@ export interface TestGantry {
 export interface StartOptions {
   /** Receives every log line (JSON) at trace level, with the production redaction rules. */
   onLog?: (line: string) => void;
+  /** false: the inference routes are served by fastify only, without the node:http fast path. */
+  fastPath?: boolean;
 }
 
 /** Starts a real Gantry (real HTTP on 127.0.0.1, random port) from YAML config text, with an in-memory store. */
@@ -51,7 +53,10 @@ export async function startGantry(
   const logger = onLog
     ? { ...loggerOptions('trace'), stream: { write: (line: string) => onLog(line) } }
     : false;
-  const { app, gantry } = await buildApp(config, store, { logger });
+  const { app, gantry } = await buildApp(config, store, {
+    logger,
+    ...(options.fastPath === undefined ? {} : { fastPath: options.fastPath }),
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;
   const origin = `http://127.0.0.1:${port}`;

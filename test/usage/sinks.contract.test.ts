@@ -70,6 +70,23 @@ function sinkContract(create: () => Promise<Harness>): void {
     expect(byId(await h.read())).toEqual(byId(good));
   });
 
+  it('stores large batches whole, repeats inside and across them once', async () => {
+    h = await create();
+    const first = makeRecords(130);
+    await h.sink.write(first);
+    const more = makeRecords(70);
+    // Repeats land inside one multi-row statement of the SQLite sink and across two of them.
+    await h.sink.write([
+      ...more.slice(0, 60),
+      ...first.slice(0, 45),
+      more[0] as UsageRecord,
+      ...more.slice(60),
+    ]);
+    const stored = await h.read();
+    expect(stored).toHaveLength(200);
+    expect(byId(stored)).toEqual(byId([...first, ...more]));
+  });
+
   it('accepts an empty batch', async () => {
     h = await create();
     await h.sink.write([]);

@@ -1,0 +1,141 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Dispatcher } from 'undici';
+import { type AbortSource, onAbort } from './abort.js';
+
+/** A whole answer: status, headers and the body as text (bounded for error statuses). */
+export interface JsonAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
+/** Why a call gave no answer; the caller maps it (UpstreamClient.mapError). */
+export class JsonCallFailure extends Error {
+  constructor(
+    readonly error: unknown,
+    /** The total deadline, not the client, stopped the call. */
+    readonly timedOut: boolean,
+    /** The answer's status and headers when they had arrived (the body then failed), else 0 and {}. */
+    readonly status: number,
+    readonly headers: IncomingHttpHeaders,
+  ) {
+    super('upstream call failed', { cause: error });
+    this.name = 'JsonCallFailure';
+  }
+}
+
+export interface JsonCallOptions {
+  method: 'GET' | 'POST';
+  path: string;
+  headers: Record<string, string>;
+  body: string | undefined;
+  /** Aborts the call when the client goes away. */
+  signal: AbortSource;
+  /** The whole call, body included. */
+  totalMs: number;
+  /** Bytes of an error answer (status >= 400) kept, in whole chunks; the rest is read and dropped. */
+  errorBodyLimit: number;
+}
+
+const UTF8_BOM = 0xfeff;
+
+/**
+ * One request whose answer is read whole, through undici's dispatch API: the body is gathered by the
+ * handler, without the Readable stream, AsyncResource and second AbortController that `pool.request()`
+ * and `body.text()` cost on every call. The pool's own timeouts (connect, headers, body idle) apply as
+ * they do to `pool.request()`; the client's signal and the total deadline abort through the handler.
+ */
+export function callForJson(pool: Dispatcher, options: JsonCallOptions): Promise<JsonAnswer> {
+  return new Promise<JsonAnswer>((resolve, reject) => {
+    const handler = new JsonHandler(options, resolve, reject);
+    pool.dispatch(
+      { method: options.method, path: options.path, headers: options.headers, body: options.body ?? null },
+      handler,
+    );
+  });
+}
+
+class JsonHandler implements Dispatcher.DispatchHandler {
+  private controller: Dispatcher.DispatchController | undefined;
+  /** An abort that came before undici started the request (it waits in the pool's queue meanwhile). */
+  private pendingAbort: Error | undefined;
+  private status = 0;
+  private headers: IncomingHttpHeaders = {};
+  private readonly chunks: Buffer[] = [];
+  private kept = 0;
+  private limit = Number.POSITIVE_INFINITY;
+  private timedOut = false;
+  private settled = false;
+  private readonly timer: NodeJS.Timeout;
+  private readonly stopListening: (() => void) | undefined;
+
+  constructor(
+    private readonly options: JsonCallOptions,
+    private readonly resolve: (answer: JsonAnswer) => void,
+    private readonly reject: (failure: JsonCallFailure) => void,
+  ) {
+    const signal = options.signal;
+    this.timer = setTimeout(() => {
+      this.timedOut = true;
+      this.abort(new DOMException('The operation timed out', 'TimeoutError'));
+    }, options.totalMs);
+    if (signal.aborted) this.abort(toError(signal.reason));
+    else this.stopListening = onAbort(signal, () => this.abort(toError(signal.reason)));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.pendingAbort) controller.abort(this.pendingAbort);
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    this.status = statusCode;
+    this.headers = headers;
+    if (statusCode >= 400) this.limit = this.options.errorBodyLimit;
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.kept < this.limit) {
+      this.chunks.push(chunk);
+      this.kept += chunk.length;
+    }
+  }
+
+  onResponseEnd(): void {
+    if (!this.finish()) return;
+    const chunks = this.chunks;
+    let text =
+      chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
+    // As undici's text() for an answer: a leading byte order mark is not part of the text.
+    if (this.status < 400 && text.charCodeAt(0) === UTF8_BOM) text = text.slice(1);
+    this.resolve({ status: this.status, headers: this.headers, text });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    if (!this.finish()) return;
+    this.reject(new JsonCallFailure(error, this.timedOut, this.status, this.headers));
+  }
+
+  private abort(reason: Error): void {
+    if (this.settled) return;
+    if (this.controller) this.controller.abort(reason);
+    else this.pendingAbort ??= reason;
+  }
+
+  /** Drops the timer and the listener; false when the call had already settled. */
+  private finish(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    clearTimeout(this.timer);
+    this.stopListening?.();
+    return true;
+  }
+}
+
+function toError(reason: unknown): Error {
+  return reason instanceof Error ? reason : new DOMException('This operation was aborted', 'AbortError');
+}

@@ -1,0 +1,46 @@
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { Principal } from '../auth/authenticate.js';
+
+/**
+ * What the inference pipeline (auth, resolve, ticket, dispatch, stream writer, the three route handlers)
+ * needs from a request and its reply. fastify's FastifyRequest and FastifyReply satisfy these as they are;
+ * so does the raw node:http fast path (src/fast-path), which serves the inference routes without fastify.
+ */
+
+/** The log calls the pipeline makes: pino's, and therefore fastify's `request.log`. */
+export interface CallLog {
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** Bounded metric labels: the catalogue model and the provider that served the request. */
+export interface CallLabels {
+  model: string;
+  provider: string;
+}
+
+export interface InferenceRequest {
+  readonly id: string;
+  readonly method: string;
+  readonly url: string;
+  readonly headers: IncomingHttpHeaders;
+  /** The parsed JSON body. */
+  readonly body: unknown;
+  /** A logger bound to this request's id. */
+  readonly log: CallLog;
+  principal: Principal | null;
+  labels: CallLabels;
+  /** The error id the request ended with, for usage records and metrics. */
+  errorId: string | null;
+}
+
+export interface InferenceReply {
+  readonly raw: ServerResponse;
+  /** Adds headers sent with the response (rate limits, Retry-After). */
+  headers(values: Record<string, string>): unknown;
+  /** The headers added so far. */
+  getHeaders(): Record<string, number | string | string[] | undefined>;
+  /** The caller writes the response itself from now on (SSE streams). */
+  hijack(): unknown;
+}

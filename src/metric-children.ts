@@ -1,0 +1,105 @@
+import type { Counter, Histogram } from 'prom-client';
+
+/**
+ * Label children for the request path that update prom-client's own stored value directly.
+ *
+ * A prom-client child (`metric.labels(...)`) re-validates and re-hashes its labels on every call, about
+ * a microsecond each; a request makes about ten such calls. These children find the stored value of
+ * their label set after the first call (which goes through prom-client and creates it), then add to
+ * it in place as prom-client itself does (histogram.js `observe`, counter.js `setValue`), so the
+ * exposition is unchanged. prom-client has kept that layout
+ * (`hashMap` of `{labels, value}` or `{labels, bucketValues, sum, count}`) through many majors; if it is
+ * ever not there, a child falls back to prom-client's own labels() child. test/metric-children.test.ts
+ * compares both ways.
+ */
+
+type Labels = Record<string, string>;
+
+export interface ObserveChild {
+  observe(value: number): void;
+}
+
+export interface CountChild {
+  inc(value?: number): void;
+}
+
+interface StoredValue {
+  labels: Labels;
+  value: number;
+}
+
+interface StoredHistogram {
+  labels: Labels;
+  bucketValues: Record<number, number>;
+  sum: number;
+  count: number;
+}
+
+interface Internals<T> {
+  hashMap?: Record<string, T>;
+  upperBounds?: number[];
+}
+
+/** The stored value of exactly this label set, or undefined when prom-client's layout is not the known one. */
+function stored<T extends { labels: Labels }>(metric: object, labels: Labels): T | undefined {
+  const hashMap = (metric as Internals<T>).hashMap;
+  if (hashMap === null || typeof hashMap !== 'object') return undefined;
+  const names = Object.keys(labels);
+  for (const entry of Object.values(hashMap)) {
+    const own = entry?.labels;
+    if (!own || Object.keys(own).length !== names.length) continue;
+    if (names.every((name) => own[name] === labels[name])) return entry;
+  }
+  return undefined;
+}
+
+export function histogramChild<T extends string>(metric: Histogram<T>, labels: Labels): ObserveChild {
+  const fallback = metric.labels(labels as Partial<Record<T, string>>);
+  const bounds = (metric as unknown as Internals<StoredHistogram>).upperBounds;
+  let entry: StoredHistogram | undefined;
+  let known = Array.isArray(bounds);
+  return {
+    observe(value: number): void {
+      if (entry === undefined || !Number.isFinite(value)) {
+        // The first observation (and any prom-client would refuse) goes through prom-client, which
+        // creates the stored value; later ones add to it.
+        fallback.observe(value);
+        if (known) {
+          entry = stored<StoredHistogram>(metric, labels);
+          known =
+            entry !== undefined && typeof entry.bucketValues === 'object' && typeof entry.sum === 'number';
+          if (!known) entry = undefined;
+        }
+        return;
+      }
+      entry.sum += value;
+      entry.count += 1;
+      for (const bound of bounds as number[]) {
+        if (value <= bound) {
+          entry.bucketValues[bound] = (entry.bucketValues[bound] ?? 0) + 1;
+          return;
+        }
+      }
+    },
+  };
+}
+
+export function counterChild<T extends string>(metric: Counter<T>, labels: Labels): CountChild {
+  const fallback = metric.labels(labels as Partial<Record<T, string>>);
+  let entry: StoredValue | undefined;
+  let known = true;
+  return {
+    inc(value = 1): void {
+      if (entry === undefined || !(value >= 0) || !Number.isFinite(value)) {
+        fallback.inc(value);
+        if (known) {
+          entry = stored<StoredValue>(metric, labels);
+          known = entry !== undefined && typeof entry.value === 'number';
+          if (!known) entry = undefined;
+        }
+        return;
+      }
+      entry.value += value;
+    },
+  };
+}

@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import { newUsageId } from '../../src/usage/id.js';
+
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+describe('newUsageId', () => {
+  it('is a UUIDv7 whose first 48 bits are the time in milliseconds', () => {
+    const now = Date.UTC(2026, 10, 21, 12, 0, 0, 123);
+    const id = newUsageId(now);
+    expect(id).toMatch(UUID_V7);
+    expect(Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16)).toBe(now);
+  });
+
+  it('sorts in creation order, within one millisecond too, and never repeats', () => {
+    const ids: string[] = [];
+    const start = Date.now();
+    for (let ms = start; ms < start + 5; ms++) for (let i = 0; i < 1000; i++) ids.push(newUsageId(ms));
+    expect(new Set(ids).size).toBe(ids.length);
+    expect([...ids].sort()).toEqual(ids);
+    for (const id of ids) expect(id).toMatch(UUID_V7);
+  });
+});
