@@ -4,7 +4,8 @@ import type { CatalogModel } from '../catalog.js';
 import { GantryError } from '../errors.js';
 import { type Admission, type Lease, LimiterUnavailableError } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
-import { creditRefusal, newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
+import { assertCredits } from '../usage/credit-check.js';
+import { newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { bucketsFor, quotaHeaders, refusalError } from './quota.js';
 import { principalOf } from './resolve.js';
@@ -185,26 +186,7 @@ export async function openTicket(
       { billable: true, modelType: entry.type },
     );
     const needed = toCredits(estimate.cost, estimate.currency, gantry.config.credits.perCurrency);
-    const balance = await services.balance(account.id);
-    if (balance === undefined) {
-      // The credit store is down: the same failure policy as the limiter's.
-      services.metrics.limiterFailures.inc({ policy: gantry.config.limits.failurePolicy });
-      if (gantry.config.limits.failurePolicy === 'closed') {
-        throw new GantryError('SERVICE_UNAVAILABLE', {
-          message: 'The credit store is unavailable and this gateway is set to refuse requests meanwhile',
-          headers: { 'retry-after': '1' },
-        });
-      }
-    }
-    const refusal = balance === undefined ? undefined : creditRefusal(balance, needed);
-    if (refusal) {
-      throw new GantryError(refusal, {
-        details:
-          refusal === 'PAYMENT_REQUIRED'
-            ? 'The account balance is negative: add credits to continue.'
-            : `This request may cost up to ${needed} credits, more than the account holds.`,
-      });
-    }
+    await assertCredits(services, gantry.config, account.id, needed, 'request');
   }
 
   let admission: Admission;

@@ -4,7 +4,7 @@ import { GantryError } from '../errors.js';
 import { bucketsFor, quotaHeaders, refusalError } from '../inference/quota.js';
 import { type Lease, LimiterUnavailableError } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
-import { creditRefusal } from '../usage/index.js';
+import { assertCredits } from '../usage/credit-check.js';
 import type { PredictionDeps } from './context.js';
 import type { JsonObject } from './types.js';
 
@@ -27,7 +27,6 @@ export async function admitPrediction(
 ): Promise<PredictionAdmission> {
   const { account } = principal;
   const services = deps.services;
-  const policy = deps.config.limits.failurePolicy;
   if (entry.billable) {
     const outputs = Number(input.num_outputs ?? input.num_images ?? input.number_of_images ?? 1);
     const estimate = computeCost(
@@ -40,22 +39,7 @@ export async function admitPrediction(
       { billable: true, modelType: entry.type },
     );
     const needed = toCredits(estimate.cost, estimate.currency, deps.config.credits.perCurrency);
-    const balance = await services.balance(account.id);
-    if (balance === undefined && policy === 'closed') {
-      throw new GantryError('SERVICE_UNAVAILABLE', {
-        message: 'The credit store is unavailable and this gateway is set to refuse requests meanwhile',
-        headers: { 'retry-after': '1' },
-      });
-    }
-    const refusal = balance === undefined ? undefined : creditRefusal(balance, needed);
-    if (refusal) {
-      throw new GantryError(refusal, {
-        details:
-          refusal === 'PAYMENT_REQUIRED'
-            ? 'The account balance is negative: add credits to continue.'
-            : `This prediction may cost ${needed} credits, more than the account holds.`,
-      });
-    }
+    await assertCredits(services, deps.config, account.id, needed, 'prediction');
   }
   try {
     const admission = await services.limiter.admit({
