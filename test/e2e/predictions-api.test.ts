@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { addKey, LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const IMAGE = 'gantry/local-image';
@@ -165,25 +166,6 @@ function expectError(res: Res<unknown>, status: number, errorId: string): ErrorE
   expect(body.error).toHaveProperty('details');
   expect(Object.keys(body).sort()).toEqual(['error', 'response', 'status']);
   return body.error;
-}
-
-function sleep(ms: number) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 10_000,
-  everyMs = 50,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
 }
 
 /** Polls GET until the prediction reaches one of `statuses`. */

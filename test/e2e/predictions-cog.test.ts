@@ -16,23 +16,13 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { closedPort } from '../helpers/ports.js';
+import { sleep, until } from '../helpers/wait.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 type Json = Record<string, unknown>;
 
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
-
-async function closedPort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** A small client of one Gantry: JSON in, status and JSON out, with the test account's key. */
 function client(gantry: () => TestGantry) {
@@ -80,14 +70,6 @@ function client(gantry: () => TestGantry) {
   }
 
   return { call, create, get, waitFor };
-}
-
-async function until(what: string, check: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(10);
-  }
 }
 
 function modelYaml(namespace: string, provider: string, extra = ''): string {

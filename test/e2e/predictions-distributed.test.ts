@@ -34,14 +34,16 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GantryProcess, spawnGantry } from '../helpers/gantry-process.js';
+import { freePort } from '../helpers/ports.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
+import { parseSse as parseSseEvents, type SseEvent as SseEventText } from '../helpers/sse-events.js';
+import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 type Role = 'api' | 'worker' | 'all';
@@ -91,17 +93,7 @@ interface Res<T> {
 // Processes
 // ---------------------------------------------------------------------------------------------------
 
-const tempDirs: string[] = [];
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  tempDirs.push(dir);
-  return dir;
-}
-
-afterAll(() => {
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
-});
+afterAll(removeTempDirs);
 
 /** A config for one scenario: local image and video models, the account `test`, its files dir. */
 function writeConfig(filesDir: string): string {
@@ -129,14 +121,6 @@ models:
 `,
   );
   return path;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 interface Scenario {
@@ -276,25 +260,6 @@ async function webhookSecret(g: GantryProcess): Promise<string> {
   return res.body.key;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined> | T | undefined,
-  timeoutMs = 10_000,
-  everyMs = 50,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
-
 async function pollUntil(g: GantryProcess, id: string, statuses: string[], timeoutMs = 30_000) {
   let last: Prediction | undefined;
   try {
@@ -362,10 +327,8 @@ async function webhookJobs(s: Scenario): Promise<string> {
 // SSE
 // ---------------------------------------------------------------------------------------------------
 
-interface SseEvent {
+interface SseEvent extends Omit<SseEventText, 'id'> {
   id: number | undefined;
-  event: string;
-  data: string;
 }
 
 interface SseStream {
@@ -374,26 +337,9 @@ interface SseStream {
   done: Promise<SseEvent[]>;
 }
 
+/** The events of a stream, with their ids (the prediction's seqs) as numbers. */
 function parseSse(raw: string): SseEvent[] {
-  const events: SseEvent[] = [];
-  for (const block of raw.split(/\n\n/)) {
-    let id: number | undefined;
-    let event = 'message';
-    const data: string[] = [];
-    let any = false;
-    for (const line of block.split('\n')) {
-      if (line === '' || line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon < 0 ? line : line.slice(0, colon);
-      const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-      any = true;
-      if (field === 'id') id = Number(value);
-      else if (field === 'event') event = value;
-      else if (field === 'data') data.push(value);
-    }
-    if (any) events.push({ id, event, data: data.join('\n') });
-  }
-  return events;
+  return parseSseEvents(raw).map((e) => ({ ...e, id: e.id === undefined ? undefined : Number(e.id) }));
 }
 
 /** Opens GET /v1/predictions/{id}/stream; resolves once the response headers arrived. */

@@ -14,10 +14,8 @@
  * These tests start several processes (each a cold tsx start) and render real H.264 video with ffmpeg,
  * so they take tens of seconds: each test states its own timeout and why.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +27,9 @@ import {
   startFakeReplicate,
 } from '../helpers/fake-replicate.js';
 import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
+import { closedPort } from '../helpers/ports.js';
+import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
+import { sleep, until } from '../helpers/wait.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 type Json = Record<string, unknown>;
@@ -61,14 +62,7 @@ models:
     routes: [{ provider: local, model: local-video }]
 `;
 
-const tempDirs: string[] = [];
 let configPath: string;
-
-function tempDir(prefix: string): string {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  tempDirs.push(dir);
-  return dir;
-}
 
 beforeAll(() => {
   configPath = join(tempDir('gantry-durability-config-'), 'gantry.yaml');
@@ -81,7 +75,7 @@ afterEach(async () => {
 
 afterAll(async () => {
   await stopAllGantry(1_000);
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+  removeTempDirs();
 });
 
 /** Gantry on `dataDir`, with the bootstrap key KEY. */
@@ -118,10 +112,6 @@ models:
 `,
   );
   return path;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 async function call(g: GantryProcess, method: string, path: string, body?: unknown) {
@@ -174,14 +164,6 @@ async function webhookSecret(g: GantryProcess): Promise<string> {
   return (await call(g, 'GET', '/v1/webhooks/secret')).body.key as string;
 }
 
-async function closedPort(): Promise<number> {
-  const probe = createNetServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
 /** Downloads an output link (no key: it is signed) and checks it is an MP4 file. */
 async function expectMp4(url: string): Promise<void> {
   const res = await fetch(url);
@@ -230,14 +212,6 @@ async function listenOn(port: number): Promise<{ deliveries: Delivery[]; close()
         server.close(() => resolve());
       }),
   };
-}
-
-async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(50);
-  }
 }
 
 describe('predictions survive their process (embedded mode)', () => {

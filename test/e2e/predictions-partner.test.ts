@@ -16,6 +16,7 @@ import {
   startFakeReplicate,
 } from '../helpers/fake-replicate.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { sleep } from '../helpers/wait.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
 type Json = Record<string, unknown>;
@@ -35,10 +36,6 @@ let receiver: WebhookReceiver;
 const logLines: string[] = [];
 /** Every HTTP response body Gantry sent to this test. */
 const responseBodies: string[] = [];
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 async function call(method: string, path: string, body?: unknown) {
   const headers: Record<string, string> = { 'x-api-key': gantry.key };

@@ -12,6 +12,8 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { addKey, LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { parseSse, type SseEvent } from '../helpers/sse-events.js';
+import { sleep, waitFor } from '../helpers/wait.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 
 const IMAGE = 'gantry/local-image';
@@ -115,25 +117,6 @@ function expectError(res: Res<unknown>, status: number, errorId: string): ErrorE
   return body.error;
 }
 
-function sleep(ms: number) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined>,
-  timeoutMs = 10_000,
-  everyMs = 50,
-) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
-
 async function pollUntil(id: string, statuses: string[], key = gantry.key, timeoutMs = 10_000) {
   return waitFor(
     `prediction ${id} to reach ${statuses.join('|')}`,
@@ -174,34 +157,6 @@ async function usageOf(account: string, count: number): Promise<UsageRecord[]> {
     if (records.length >= count || Date.now() > deadline) return records;
     await sleep(20);
   }
-}
-
-interface SseEvent {
-  id: string | undefined;
-  event: string;
-  data: string;
-}
-
-/** Parses an event stream as the WHATWG EventSource algorithm does (comments skipped, data lines joined). */
-function parseSse(text: string): SseEvent[] {
-  const events: SseEvent[] = [];
-  for (const block of text.replaceAll('\r\n', '\n').split('\n\n')) {
-    let id: string | undefined;
-    let event = 'message';
-    const data: string[] = [];
-    for (const line of block.split('\n')) {
-      if (line === '' || line.startsWith(':')) continue;
-      const colon = line.indexOf(':');
-      const field = colon === -1 ? line : line.slice(0, colon);
-      let value = colon === -1 ? '' : line.slice(colon + 1);
-      if (value.startsWith(' ')) value = value.slice(1);
-      if (field === 'id') id = value;
-      else if (field === 'event') event = value;
-      else if (field === 'data') data.push(value);
-    }
-    if (data.length > 0) events.push({ id, event, data: data.join('\n') });
-  }
-  return events;
 }
 
 interface StreamRead {
