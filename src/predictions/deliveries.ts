@@ -75,7 +75,20 @@ export class WebhookDeliverer {
       }),
     };
     if (target.authHeader && target.authTokenSealed) {
-      const { token } = openSecrets({}, target.authTokenSealed, deps.secretKey);
+      let token: unknown;
+      try {
+        token = openSecrets({}, target.authTokenSealed, deps.secretKey).token;
+      } catch {
+        // Sealed with another instance key: no retry can open it; give up rather than block the queue.
+        await this.settle(delivery, 'failed', {
+          at: Date.now(),
+          outcome: 'gave_up',
+          status: null,
+          error: 'the webhook auth token cannot be opened with this instance key',
+          ms: 0,
+        });
+        return;
+      }
       headers[target.authHeader] = String(token);
     }
     const result = await deliverOnce({

@@ -1,4 +1,5 @@
 import { createHmac, randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { type MediaUnits, newUsageId, type UsageRecord } from '../usage/index.js';
 import { releasePrediction } from './admission.js';
@@ -72,20 +73,28 @@ export async function finish(
   final.creditsUsed = bill.credits;
   const record = await deps.store.update(id, final);
   if (!record) return undefined;
+  // What must not be lost comes first: the usage record (in memory, batched) and the webhook delivery
+  // (stored, retried); stream events and bus notifications are best effort after that.
+  deps.usage.add(usageRecordOf(record, bill));
   await releasePrediction(deps, record.lease);
   deps.metrics.predictionDone(record.model, status, (now - record.createdAt) / 1000);
-  if (record.stream) {
-    // Text arrived piece by piece already; file outputs are announced once they are stored.
-    if (status === 'succeeded' && record.files.length > 0) {
-      const { output } = await serialize(deps, record);
-      await emitStream(deps, id, 'output', JSON.stringify(output));
+  await scheduleWebhook(deps, record);
+  try {
+    if (record.stream) {
+      // Text arrived piece by piece already; file outputs are announced once they are stored.
+      if (status === 'succeeded' && record.files.length > 0) {
+        const { output } = await serialize(deps, record);
+        await emitStream(deps, id, 'output', JSON.stringify(output));
+      }
+      if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
+      if (status === 'canceled') await emitStream(deps, id, 'error', 'Prediction was canceled');
+      await emitStream(deps, id, 'done', JSON.stringify({ status }));
     }
-    if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
-    if (status === 'canceled') await emitStream(deps, id, 'error', 'Prediction was canceled');
-    await emitStream(deps, id, 'done', JSON.stringify({ status }));
+    await deps.bus.publish(record.id, { type: 'status', status: record.status });
+  } catch (error) {
+    // Stream readers and awaiting requests fall back to the store (await polls it every second).
+    deps.log.warn({ err: (error as Error).message, prediction: id }, 'prediction events not published');
   }
-  await announce(deps, record);
-  deps.usage.add(usageRecordOf(record, bill));
   return record;
 }
 
@@ -100,26 +109,52 @@ export async function emitStream(
   await deps.bus.publish(id, { type: 'stream', event: stored });
 }
 
+/** Status notification for `await` and the subscribed webhook event, after a non-terminal change. */
 async function announce(deps: PredictionDeps, record: PredictionRecord): Promise<void> {
+  await scheduleWebhook(deps, record);
   await deps.bus.publish(record.id, { type: 'status', status: record.status });
-  const event = EVENT_OF[record.status];
-  if (event && record.webhook?.events.includes(event)) await scheduleWebhook(deps, record, event);
 }
 
-async function scheduleWebhook(deps: PredictionDeps, record: PredictionRecord, event: WebhookEvent) {
+const DELIVERY_WRITE_ATTEMPTS = 4;
+
+/**
+ * Records the webhook delivery of the status the prediction just reached, if its caller subscribed to
+ * it. The record is retried through a short store outage; queueing it is not (a sweep queues pending
+ * deliveries that no queue holds).
+ */
+async function scheduleWebhook(deps: PredictionDeps, record: PredictionRecord): Promise<void> {
+  const event = EVENT_OF[record.status];
+  if (!event || !record.webhook?.events.includes(event)) return;
   const body = JSON.stringify({ ...(await serialize(deps, record)), webhook_event_type: event });
-  const delivery = await deps.store.addDelivery({
+  const pending = {
     id: `msg_${randomUUID().replaceAll('-', '')}`,
     predictionId: record.id,
     event,
     body,
-    state: 'pending',
+    state: 'pending' as const,
     attempts: 0,
     createdAt: Date.now(),
     nextAttemptAt: Date.now(),
     log: [],
+  };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await deps.store.addDelivery(pending);
+      break;
+    } catch (error) {
+      if (attempt >= DELIVERY_WRITE_ATTEMPTS) {
+        deps.log.error(
+          { err: (error as Error).message, prediction: record.id, event },
+          'webhook not recorded',
+        );
+        return;
+      }
+      await sleep(250 * 2 ** attempt);
+    }
+  }
+  await deps.queue.add('webhook', pending.id).catch((error: Error) => {
+    deps.log.warn({ err: error.message, prediction: record.id }, 'webhook not queued; the sweep will');
   });
-  await deps.queue.add('webhook', delivery.id);
 }
 
 interface Bill {

@@ -299,13 +299,18 @@ export async function cancelPrediction(
 ): Promise<PredictionRecord> {
   const record = await ownedPrediction(deps, principal, id);
   if (isTerminal(record.status)) throw notCancellable(record);
-  const canceled = await finish(deps, id, 'canceled');
+  let canceled: PredictionRecord | undefined;
+  try {
+    canceled = await finish(deps, id, 'canceled');
+  } finally {
+    // The worker running it (on whichever instance) stops its backend, whatever else went wrong; a
+    // worker that misses this sees the canceled status when it finishes and drops its result.
+    await deps.bus.publish(id, { type: 'cancel' }).catch(() => undefined);
+  }
   if (!canceled) {
     const latest = await ownedPrediction(deps, principal, id);
     throw notCancellable(latest);
   }
-  // The worker running it (on whichever instance) stops its backend.
-  await deps.bus.publish(id, { type: 'cancel' });
   return canceled;
 }
 

@@ -30,6 +30,7 @@ export type Role = 'api' | 'worker' | 'all';
 const SWEEP_EVERY_MS = 30_000;
 /** Older than this, a starting prediction or a due delivery has surely been dropped by its queue. */
 const SWEEP_AGE_MS = 30_000;
+const STALE_PROCESSING_MS = 10 * 60_000;
 /** Docker's default stop timeout is 10 s: finish within it, abort settling included. */
 const SHUTDOWN_GRACE_MS = 6_000;
 
@@ -241,7 +242,12 @@ export async function requeue(deps: PredictionDeps, before: number): Promise<voi
   for (const id of await deps.store.unfinished(10_000)) {
     if (!everything) {
       const record = await deps.store.get(id);
-      if (record?.status !== 'starting' || record.updatedAt >= before) continue;
+      if (!record) continue;
+      // A processing prediction whose run ended without a verdict (its worker failed to record one)
+      // is queued again once it has been quiet for long; a run still going is never doubled (the
+      // queue keeps a re-add until the active job ends; a worker skips ids it runs).
+      const quietSince = record.status === 'starting' ? before : before - STALE_PROCESSING_MS;
+      if (record.updatedAt >= quietSince) continue;
     }
     await deps.queue.add('prediction', id);
   }

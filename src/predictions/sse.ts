@@ -54,16 +54,18 @@ export async function streamPrediction(
     finish();
   };
 
-  const unsubscribe = await deps.bus.subscribe(record.id, (message) => {
-    if (message.type !== 'stream') return;
-    if (replaying) held.push(message.event);
-    else write(message.event);
-  });
+  res.once('close', end);
+  let unsubscribe: () => void = () => {};
   const keepalive = setInterval(() => res.write(': keep-alive\n\n'), KEEPALIVE_MS);
   keepalive.unref();
-  res.once('close', end);
 
   try {
+    unsubscribe = await deps.bus.subscribe(record.id, (message) => {
+      if (message.type !== 'stream') return;
+      if (replaying) held.push(message.event);
+      else write(message.event);
+    });
+    if (ended) return;
     const resumeFrom = Number(request.headers['last-event-id']);
     lastSeq = Number.isSafeInteger(resumeFrom) && resumeFrom > 0 ? resumeFrom : 0;
     for (const event of await deps.store.streamEvents(record.id, lastSeq)) write(event);
@@ -76,6 +78,10 @@ export async function streamPrediction(
       if (!latest) end();
     }
     await finished;
+  } catch (error) {
+    // Headers are sent: the stream can only end. The client reconnects with Last-Event-ID.
+    request.log.warn({ err: (error as Error).message }, 'prediction stream failed');
+    end();
   } finally {
     clearInterval(keepalive);
     unsubscribe();

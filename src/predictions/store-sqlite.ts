@@ -220,6 +220,8 @@ export class SqlitePredictionStore implements PredictionStore {
 
   async appendStreamEvent(predictionId: string, event: Omit<StreamEvent, 'seq'>) {
     return this.transaction(() => {
+      // A deleted prediction keeps nothing (as on Redis): seq 0 says the event was not stored.
+      if (!this.stmt.get.get(predictionId)) return { seq: 0, event: event.event, data: event.data };
       const { seq } = this.stmt.lastEventSeq.get(predictionId) as { seq: number };
       const stored: StreamEvent = { seq: seq + 1, event: event.event, data: event.data };
       this.stmt.insertEvent.run(predictionId, stored.seq, stored.event, stored.data);

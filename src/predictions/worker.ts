@@ -76,20 +76,21 @@ export class PredictionWorker {
     let settle: () => void = () => {};
     this.running.set(record.id, { controller, done: new Promise<void>((resolve) => (settle = resolve)) });
     let canceled = false;
-    const unsubscribe = await deps.bus.subscribe(record.id, (message) => {
-      if (message.type === 'cancel') {
-        canceled = true;
-        controller.abort(new Error('canceled'));
-      }
-    });
+    let unsubscribe: () => void = () => {};
     const logs = new LogBuffer(deps, record);
     const started = performance.now();
     const keepSlot = setInterval(
-      () => void extendPrediction(deps, record.lease),
+      () => void extendPrediction(deps, record.lease).catch(() => undefined),
       Math.max(1_000, Math.floor((record.lease?.leaseMs ?? 60_000) / 3)),
     );
     keepSlot.unref();
     try {
+      unsubscribe = await deps.bus.subscribe(record.id, (message) => {
+        if (message.type === 'cancel') {
+          canceled = true;
+          controller.abort(new Error('canceled'));
+        }
+      });
       // A cancel that landed between the read above and the subscription is caught here.
       const latest = await deps.store.get(record.id);
       if (!latest || isTerminal(latest.status)) return;
@@ -112,7 +113,11 @@ export class PredictionWorker {
       }
     } catch (error) {
       await logs.flush().catch(() => {});
-      if (canceled) return;
+      if (canceled) {
+        // Outputs stored before the cancel landed belong to nobody.
+        await deps.blobs.deletePrefix(record.id).catch(() => undefined);
+        return;
+      }
       if (controller.signal.aborted) {
         // This worker is shutting down: the prediction goes back to the queue (the store, in embedded
         // mode), and the interrupted run does not count as one of its attempts.
@@ -146,12 +151,19 @@ export class PredictionWorker {
     const route = entry?.routes[0];
     if (!entry || !route) throw new BackendError(`Model ${record.model} is no longer in the catalog`);
     const input = openSecrets(record.input, record.sealedSecrets, deps.secretKey);
-    let processing = false;
-    const toProcessing = async () => {
-      if (processing) return;
-      processing = true;
-      await markProcessing(deps, record.id);
+    // One transition, awaited before the result is returned, so `prediction.started` is recorded
+    // before the terminal event (webhooks go out in that order).
+    let processing: Promise<unknown> | undefined;
+    const toProcessing = () => {
+      processing ??= markProcessing(deps, record.id).catch((error: Error) =>
+        deps.log.warn({ err: error.message, prediction: record.id }, 'processing status not recorded'),
+      );
+      return processing;
     };
+    const bestEffort = (work: Promise<unknown>) =>
+      void work.catch((error: Error) =>
+        deps.log.warn({ err: error.message, prediction: record.id }, 'prediction progress not recorded'),
+      );
 
     const backend = mediaBackendFor(deps.backends, route.provider, route.model);
     if (!backend) {
@@ -159,7 +171,7 @@ export class PredictionWorker {
       if (!provider) throw new BackendError(`No backend named ${route.provider}`);
       await toProcessing();
       return runTextModel(provider, route.model, input, record, signal, (piece) => {
-        void emitStream(deps, record.id, 'output', piece);
+        bestEffort(emitStream(deps, record.id, 'output', piece));
       });
     }
     let progressWritten = 0;
@@ -175,10 +187,10 @@ export class PredictionWorker {
               const now = Date.now();
               if (now - progressWritten < LOG_FLUSH_MS && percent < 100) return;
               progressWritten = now;
-              void deps.store.update(record.id, { progress: Math.max(0, Math.min(100, percent)) });
+              bestEffort(deps.store.update(record.id, { progress: Math.max(0, Math.min(100, percent)) }));
             },
             output: (piece) => {
-              if (record.stream) void emitStream(deps, record.id, 'output', piece);
+              if (record.stream) bestEffort(emitStream(deps, record.id, 'output', piece));
             },
           },
         },
@@ -227,7 +239,16 @@ class LogBuffer {
 
   add(text: string): void {
     this.pending += text.endsWith('\n') ? text : `${text}\n`;
-    this.timer ??= setTimeout(() => void this.flush(), LOG_FLUSH_MS);
+    this.timer ??= setTimeout(
+      () =>
+        void this.flush().catch((error: Error) =>
+          this.deps.log.warn(
+            { err: error.message, prediction: this.record.id },
+            'prediction logs not recorded',
+          ),
+        ),
+      LOG_FLUSH_MS,
+    );
   }
 
   async flush(): Promise<void> {

@@ -32,7 +32,8 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
     let record = result.record;
     if (result.wait) {
       const gone = new AbortController();
-      request.raw.once('close', () => gone.abort());
+      // The response's close, not the request's: the request stream closes once its body is read.
+      reply.raw.once('close', () => gone.abort());
       record = await awaitPrediction(deps, record, deps.config.predictions.awaitTimeoutMs, gone.signal);
     }
     reply.headers(result.headers);
