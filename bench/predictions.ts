@@ -71,6 +71,7 @@ import { EpochClock, WebhookReceiver, watchStream } from './lib/prediction-clien
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
 import { round3, roundSummary, type Summary, summarize } from './lib/stats.js';
+import { int0, table } from './lib/table.js';
 
 export const PREDICTION_TARGETS = {
   /** POST /v1/predictions p50 at concurrency 1, embedded (under). */
@@ -310,18 +311,6 @@ function cpuOf(mode: Mode): { gantry: number; sidecar: number } {
 }
 
 const fmt = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
-const int0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
-
-function table(title: string, header: string[], rows: string[][], leftColumns = 1): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i < leftColumns ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
-      .join('  ')
-      .trimEnd();
-  const rule = widths.map((w) => '-'.repeat(w)).join('  ');
-  return [`\n${title}`, line(header), rule, ...rows.map(line)].join('\n');
-}
 
 // ------------------------------------------------------------------------------------------ measurements
 

@@ -66,6 +66,7 @@ import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec 
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
 import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
+import { int0, table } from './lib/table.js';
 import { runPredictionsPhase } from './predictions.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -548,21 +549,8 @@ async function runPhase(
 const fmt = (n: number, digits = 3) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 const signed = (n: number, digits = 3) =>
   Number.isFinite(n) ? `${n >= 0 ? '+' : ''}${n.toFixed(digits)}` : 'n/a';
-const int0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
 const mb = (bytes: number | undefined) =>
   bytes === undefined ? 'n/a' : `${(bytes / 1024 / 1024).toFixed(1)} MB`;
-
-/** A text table; the first `leftColumns` columns are left-aligned, the others right-aligned. */
-function table(title: string, header: string[], rows: string[][], leftColumns = 1): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i < leftColumns ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
-      .join('  ')
-      .trimEnd();
-  const rule = widths.map((w) => '-'.repeat(w)).join('  ');
-  return [`\n${title}`, line(header), rule, ...rows.map(line)].join('\n');
-}
 
 interface Verdict {
   target: string;

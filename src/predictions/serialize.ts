@@ -1,7 +1,5 @@
+import { REDACTED } from './input-schema.js';
 import type { PredictionRecord } from './types.js';
-
-/** Shown instead of a secret input value (format password, x-cog-secret, `*_api_key`). */
-export const REDACTED = '**********';
 
 export interface SerializeContext {
   /** Absolute origin of this API, e.g. `https://gantry.example.com`: the base of `urls` and file links. */

@@ -6,7 +6,7 @@ import { checkWebhookUrl } from '../webhooks/ssrf.js';
 import { admitPrediction, releasePrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { formatFieldErrors, mergeTopLevelOptions } from './input-schema.js';
-import { finish, serialize } from './lifecycle.js';
+import { finish } from './lifecycle.js';
 import { sealSecrets } from './secrets.js';
 import { isTerminal, type JsonObject, type PredictionRecord, type WebhookTarget } from './types.js';
 
@@ -339,5 +339,3 @@ function notCancellable(record: PredictionRecord): GantryError {
 function wrongType(field: string, expected: string): GantryError {
   return new GantryError('VALIDATION_ERROR', { message: `${field} must be ${expected}`, details: field });
 }
-
-export { serialize };

@@ -16,7 +16,6 @@ import { RedisEventBus } from './bus-redis.js';
 import type { PredictionDeps } from './context.js';
 import { WebhookDeliverer } from './deliveries.js';
 import { compileInputSchema, type InputValidator } from './input-schema.js';
-import { finish } from './lifecycle.js';
 import { BullJobQueue } from './queue-bullmq.js';
 import { MemoryJobQueue } from './queue-memory.js';
 import { loadSecretKey } from './secrets.js';
@@ -263,5 +262,3 @@ export async function purge(deps: PredictionDeps, now = Date.now()): Promise<num
   }
   return due.length;
 }
-
-export { finish };

@@ -1,9 +1,9 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../app.js';
-import type { Principal } from '../auth/authenticate.js';
 import type { CatalogModel } from '../catalog.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, invalidParameter } from '../errors.js';
+import { principalOf } from '../inference/resolve.js';
 
 const DEFAULT_PAGE_SIZE = 10;
 const MAX_PAGE_SIZE = 100;
@@ -17,7 +17,7 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
   app.get('/v1/models', async (request) => {
     const query = request.query as Query;
     const { offset, limit } = readPage(query);
-    const models = gantry.catalog.visibleTo(principal(request).account).filter(matches(query));
+    const models = gantry.catalog.visibleTo(principalOf(request).account).filter(matches(query));
     const items = models.slice(offset, offset + limit).map((m) => m.view);
     return { object: 'list', data: items, models: items, has_more: offset + limit < models.length };
   });
@@ -27,7 +27,7 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
   app.get('/v1/models/*', async (request) => {
     const raw = (request.params as { '*': string })['*'];
     const slug = safeDecode(raw);
-    const model = gantry.catalog.get(slug, principal(request).account);
+    const model = gantry.catalog.get(slug, principalOf(request).account);
     if (!model) {
       throw new GantryError('MODEL_NOT_FOUND', {
         message: `Model ${slug} not found`,
@@ -37,11 +37,6 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
     return withFields(model, (request.query as Query).fields);
   });
   rejectOtherMethods(app, '/v1/models/*', ['GET']);
-}
-
-function principal(request: FastifyRequest): Principal {
-  if (!request.principal) throw new GantryError('UNAUTHORIZED');
-  return request.principal;
 }
 
 function readPage(query: Query): { offset: number; limit: number } {

@@ -2,15 +2,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Principal } from '../auth/authenticate.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError } from '../errors.js';
+import { principalOf } from '../inference/resolve.js';
 import type { PredictionDeps } from '../predictions/context.js';
-import { webhookSecretFor } from '../predictions/lifecycle.js';
+import { serialize, webhookSecretFor } from '../predictions/lifecycle.js';
 import {
   awaitPrediction,
   cancelPrediction,
   createPrediction,
   deletePrediction,
   ownedPrediction,
-  serialize,
 } from '../predictions/service.js';
 import { streamPrediction } from '../predictions/sse.js';
 
@@ -25,7 +25,7 @@ type IdParams = { id: string };
 /** The Predictions API (spec 4.3-4.8) and the account's webhook secret. */
 export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionDeps): void {
   const create = async (request: FastifyRequest, reply: FastifyReply) => {
-    const caller = principal(request);
+    const caller = principalOf(request);
     const idempotencyKey = header(request, 'idempotency-key');
     const result = await createPrediction(deps, caller, request.body, idempotencyKey);
     request.labels.model = result.record.model;
@@ -42,15 +42,15 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
   };
   app.post('/v1/predictions', create);
   app.post('/v1/predict', create);
-  app.get('/v1/predictions', async (request) => list(deps, principal(request), request.query as Query));
+  app.get('/v1/predictions', async (request) => list(deps, principalOf(request), request.query as Query));
   rejectOtherMethods(app, '/v1/predictions', ['GET', 'POST']);
   rejectOtherMethods(app, '/v1/predict', ['POST']);
 
   app.get<{ Params: IdParams }>('/v1/predictions/:id', async (request) =>
-    serialize(deps, await ownedPrediction(deps, principal(request), request.params.id)),
+    serialize(deps, await ownedPrediction(deps, principalOf(request), request.params.id)),
   );
   const remove = async (request: FastifyRequest<{ Params: IdParams }>) => {
-    await deletePrediction(deps, principal(request), request.params.id);
+    await deletePrediction(deps, principalOf(request), request.params.id);
     return { success: true };
   };
   app.delete<{ Params: IdParams }>('/v1/predictions/:id', remove);
@@ -74,14 +74,14 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
     });
     rejectOtherMethods(bodiless, '/v1/predictions/:id/delete', ['DELETE', 'POST']);
     bodiless.post<{ Params: IdParams }>('/v1/predictions/:id/cancel', async (request) => {
-      const record = await cancelPrediction(deps, principal(request), request.params.id);
+      const record = await cancelPrediction(deps, principalOf(request), request.params.id);
       return { success: true, status: record.status, prediction: await serialize(deps, record) };
     });
     rejectOtherMethods(bodiless, '/v1/predictions/:id/cancel', ['POST']);
   });
 
   app.get<{ Params: IdParams }>('/v1/predictions/:id/stream', async (request, reply) => {
-    const record = await ownedPrediction(deps, principal(request), request.params.id);
+    const record = await ownedPrediction(deps, principalOf(request), request.params.id);
     if (!record.stream) {
       throw new GantryError('INVALID_REQUEST', {
         status: 400,
@@ -95,7 +95,7 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
 
   // Gantry extension: the webhook delivery log of one prediction (each attempt's outcome).
   app.get<{ Params: IdParams }>('/v1/predictions/:id/webhooks', async (request) => {
-    const record = await ownedPrediction(deps, principal(request), request.params.id);
+    const record = await ownedPrediction(deps, principalOf(request), request.params.id);
     const deliveries = await deps.store.deliveries(record.id);
     return {
       data: deliveries.map((d) => ({
@@ -113,7 +113,7 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
 
   // The account's signing secret, to verify webhook-signature / Gantry-Signature.
   app.get('/v1/webhooks/secret', async (request) => ({
-    key: webhookSecretFor(deps.secretKey, principal(request).account.id),
+    key: webhookSecretFor(deps.secretKey, principalOf(request).account.id),
   }));
   rejectOtherMethods(app, '/v1/webhooks/secret', ['GET']);
 }
@@ -176,11 +176,6 @@ function readDate(raw: string, name: string): number {
     });
   }
   return ms;
-}
-
-function principal(request: FastifyRequest): Principal {
-  if (!request.principal) throw new GantryError('UNAUTHORIZED');
-  return request.principal;
 }
 
 function header(request: FastifyRequest, name: string): string | undefined {
