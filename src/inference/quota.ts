@@ -45,6 +45,15 @@ export function bucketsFor(config: GantryConfig, tierName: string, model: ModelE
   return specs;
 }
 
+/**
+ * Whether a bucket has an input-token ceiling: only then does the limiter read a request's input tokens,
+ * so only then are they counted before admission (see openTicket).
+ */
+export function limitsInputTokens(buckets: readonly BucketSpec[]): boolean {
+  for (const spec of buckets) if (spec.limits.inputTokens !== undefined) return true;
+  return false;
+}
+
 function toLimits(c: Ceilings | undefined, windowSeconds: number): BucketLimits {
   const limits: BucketLimits = { windowSeconds };
   if (c?.concurrency !== undefined) limits.concurrency = c.concurrency;

@@ -7,7 +7,7 @@ import { computeCost, toCredits } from '../metering/pricing.js';
 import { assertCredits } from '../usage/credit-check.js';
 import { newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
-import { bucketsFor, quotaHeaders, refusalError } from './quota.js';
+import { bucketsFor, limitsInputTokens, quotaHeaders, refusalError } from './quota.js';
 import { principalOf } from './resolve.js';
 import { StreamMeter, type TokenUsage } from './usage-capture.js';
 
@@ -20,8 +20,14 @@ export function maxOutputTokens(body: Record<string, unknown>, fallback: number)
 export interface TicketRequest {
   api: UsageApi;
   model: CatalogModel;
-  /** Estimated input tokens (tiktoken), reserved against the token limits. */
-  inputTokens: number;
+  /**
+   * Counts the estimated input tokens (tiktoken). A function rather than a number because counting is
+   * the dearest step of admission (microseconds for a short prompt, growing with its length) and most
+   * requests never need it: only the credit estimate of a billable model, a bucket with an input-token
+   * ceiling, and the usage record of a call whose upstream reported no usage read it. openTicket calls
+   * it at most once, and only for those.
+   */
+  countInputTokens: () => number;
   /** Output tokens reserved: the request's maximum or the model's default. */
   outputTokens: number;
   stream: boolean;
@@ -52,6 +58,8 @@ export class Ticket {
     private readonly reply: InferenceReply,
     private readonly req: TicketRequest,
     private readonly lease: Lease,
+    /** The memoized req.countInputTokens (see openTicket). */
+    private readonly inputTokens: () => number,
   ) {}
 
   /** Called once, when the response is over (sent, failed or abandoned by the client). */
@@ -156,8 +164,9 @@ export class Ticket {
     if (!this.upstreamCalled)
       return { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reported: false };
     // No usage from the upstream (cut stream, client gone): the prompt was sent, the output is what arrived.
+    // The estimate: counted now unless admission already did (it is memoized).
     return {
-      inputTokens: this.req.inputTokens,
+      inputTokens: this.inputTokens(),
       cachedInputTokens: 0,
       outputTokens: this.meter ? this.meter.countDelivered() : 0,
       reported: false,
@@ -178,23 +187,27 @@ export async function openTicket(
   const { account } = principalOf(request);
   const entry = req.model.entry;
   const services = gantry.services;
+  const inputTokens = once(req.countInputTokens);
 
   if (entry.billable) {
     const estimate = computeCost(
       entry.pricing,
-      { inputTokens: req.inputTokens, outputTokens: req.outputTokens },
+      { inputTokens: inputTokens(), outputTokens: req.outputTokens },
       { billable: true, modelType: entry.type },
     );
     const needed = toCredits(estimate.cost, estimate.currency, gantry.config.credits.perCurrency);
     await assertCredits(services, gantry.config, account.id, needed, 'request');
   }
 
+  const buckets = bucketsFor(gantry.config, account.tier, entry);
   let admission: Admission;
   try {
     admission = await services.limiter.admit({
       accountId: account.id,
-      buckets: bucketsFor(gantry.config, account.tier, entry),
-      inputTokens: req.inputTokens,
+      buckets,
+      // Both limiters (the Redis script too) read input tokens only for buckets with an input-token
+      // ceiling: without one, 0 admits, refuses, reconciles and reports exactly as the count would.
+      inputTokens: limitsInputTokens(buckets) ? inputTokens() : 0,
       outputTokens: req.outputTokens,
     });
   } catch (err) {
@@ -214,7 +227,7 @@ export async function openTicket(
   }
   reply.headers(quotaHeaders(admission.quota));
 
-  const ticket = new Ticket(gantry, request, reply, req, admission.lease);
+  const ticket = new Ticket(gantry, request, reply, req, admission.lease, inputTokens);
   services.metrics.inflight.inc({ route: req.api });
   if (req.stream) {
     services.metrics.inflightStreams.inc();
@@ -222,4 +235,13 @@ export async function openTicket(
   }
   reply.raw.once('close', () => ticket.finish());
   return ticket;
+}
+
+/** `count` run on the first call only; later calls return its result (a request is counted at most once). */
+function once(count: () => number): () => number {
+  let value: number | undefined;
+  return () => {
+    value ??= count();
+    return value;
+  };
 }

@@ -105,6 +105,18 @@ function oldestExpiry(bucket: MemoryBucket): number {
   return min === Infinity ? 0 : min;
 }
 
+/**
+ * Usage beyond the reservation in a metric the bucket limits. Unlimited metrics are never counted, so
+ * their reservation (0 when the caller skipped counting input tokens, see AdmitRequest) cannot matter.
+ */
+function overage(spec: BucketSpec, delta: Amounts): boolean {
+  const limits = spec.limits;
+  return (
+    (limits.inputTokens !== undefined && delta.inputTokens > 0) ||
+    (limits.outputTokens !== undefined && delta.outputTokens > 0)
+  );
+}
+
 export class MemoryLimiter implements Limiter {
   private readonly now: () => number;
   private readonly leaseMs: number;
@@ -173,12 +185,11 @@ export class MemoryLimiter implements Limiter {
     if (!claimRelease(lease)) return 'already-released';
     const now = this.now();
     const delta = usageDelta(lease, usage);
-    const overage = delta.inputTokens > 0 || delta.outputTokens > 0;
     for (const spec of lease.buckets) {
       // A swept bucket had both windows over: only an overage still has somewhere to go.
       const bucket =
         this.lookup(lease.accountId, spec.key) ??
-        (overage ? this.bucket(lease.accountId, spec, now) : undefined);
+        (overage(spec, delta) ? this.bucket(lease.accountId, spec, now) : undefined);
       if (!bucket) continue;
       if (bucket.expiries.delete(lease.id)) bucket.leases = bucket.expiries.size;
       // Counters kept under another window length (the config changed since) are not comparable.

@@ -38,7 +38,11 @@ export interface AdmitRequest {
   accountId: string;
   /** Checked together, all or nothing. Typically [accountBucket, modelBucket]. Keys must differ. */
   buckets: readonly BucketSpec[];
-  /** Estimated input tokens to reserve (rounded up to a whole number). */
+  /**
+   * Estimated input tokens to reserve (rounded up to a whole number). Read only by buckets with an
+   * inputTokens ceiling, in both limiters: without one, 0 admits, refuses, reconciles and reports the
+   * same, which spares callers counting a prompt that no bucket limits.
+   */
   inputTokens: number;
   /** Expected output tokens to reserve, e.g. max_tokens (rounded up to a whole number). */
   outputTokens: number;

@@ -44,7 +44,7 @@ export async function chatCompletions(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'chat',
     model,
-    inputTokens: countChatInputTokens(body.messages, { tools: body.tools }),
+    countInputTokens: () => countChatInputTokens(body.messages, { tools: body.tools }),
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
     stream,
   });

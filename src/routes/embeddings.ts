@@ -28,7 +28,7 @@ export async function createEmbeddings(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'embeddings',
     model,
-    inputTokens: countEmbeddingInputTokens(body.input),
+    countInputTokens: () => countEmbeddingInputTokens(body.input),
     outputTokens: 0,
     stream: false,
   });

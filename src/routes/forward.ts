@@ -64,7 +64,7 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
       const ticket = await openTicket(gantry, request, reply, {
         api: 'forward',
         model,
-        inputTokens: 0,
+        countInputTokens: () => 0,
         outputTokens: 0,
         stream: false,
       });

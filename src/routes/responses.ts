@@ -72,7 +72,7 @@ async function passThrough(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'responses',
     model,
-    inputTokens: countResponsesInputTokens(req.input, stringOrUndefined(req.instructions)),
+    countInputTokens: () => countResponsesInputTokens(req.input, stringOrUndefined(req.instructions)),
     outputTokens: maxOutputTokens(body, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
@@ -138,7 +138,8 @@ async function bridge(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'responses',
     model,
-    inputTokens: countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), previous),
+    countInputTokens: () =>
+      countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), previous),
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
