@@ -9,6 +9,7 @@ import type { GantryConfig } from './config/types.js';
 import type { Role } from './predictions/setup.js';
 import { SqliteStore } from './store/sqlite.js';
 import { type CreditStore, RedisCreditStore, SqliteCreditStore } from './usage/index.js';
+import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
 
 const USAGE = `gantry: OpenAI-compatible inference gateway
 
@@ -148,9 +149,10 @@ async function credits(
   }
   const store = openStore(config);
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
-  const ledger: CreditStore = redis
-    ? new RedisCreditStore(redis, { defaultBalance: config.credits.defaultBalance })
-    : new SqliteCreditStore(store.handle, { defaultBalance: config.credits.defaultBalance });
+  const ledgerDb = redis ? undefined : openLedgerFile(ledgerPathFor(store.path) as string, store.handle);
+  const ledger: CreditStore = ledgerDb
+    ? new SqliteCreditStore(ledgerDb, { defaultBalance: config.credits.defaultBalance })
+    : new RedisCreditStore(redis as Redis, { defaultBalance: config.credits.defaultBalance });
   try {
     syncAccounts(store, config);
     const account = store.getAccountByName(accountName);
@@ -172,6 +174,7 @@ async function credits(
     return 0;
   } finally {
     await ledger.close();
+    ledgerDb?.close();
     redis?.disconnect();
     store.close();
   }

@@ -16,6 +16,8 @@ import {
   UsageBatcher,
   type UsageSink,
 } from './usage/index.js';
+import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
+import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from './usage/ledger-thread.js';
 
 const CREDIT_CACHE_MS = 5_000;
 const EMBEDDED_MAX_BATCH = 100;
@@ -58,6 +60,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   let ledger: SqliteUsageSink | undefined;
   let redis: Redis | undefined;
   let refreshTimer: NodeJS.Timeout | undefined;
+  let ledgerThread: LedgerThread | undefined;
+  let closeLedger = () => {};
   const backend = config.redisUrl ? 'redis' : 'memory';
 
   if (config.redisUrl) {
@@ -77,17 +81,30 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     sinks.push(new RedisStreamSink(redis, { stream: config.usage.stream }));
   } else {
     limiter = new MemoryLimiter({ leaseMs: config.limits.leaseMs });
+    const defaultBalance = config.credits.defaultBalance;
+    const ledgerPath = ledgerPathFor(store.path);
+    // Reads (balances, listings) go through this connection; so do the writes of an in-memory store.
+    const ledgerDb = ledgerPath ? openLedgerFile(ledgerPath, store.handle) : store.handle;
     // Balances are read on every billable request: cached in memory (write-through), and forgotten every
     // few seconds so a grant made by the CLI in another process shows up.
-    const sqliteCredits = new SqliteCreditStore(store.handle, {
-      defaultBalance: config.credits.defaultBalance,
-      cache: true,
-    });
+    const sqliteCredits = new SqliteCreditStore(ledgerDb, { defaultBalance, cache: true });
     refreshTimer = setInterval(() => sqliteCredits.forget(), CREDIT_CACHE_MS);
     refreshTimer.unref();
-    credits = sqliteCredits;
-    ledger = new SqliteUsageSink(store.handle);
-    sinks.push(ledger);
+    ledger = new SqliteUsageSink(ledgerDb);
+    if (ledgerPath) {
+      ledgerThread = new LedgerThread({ path: ledgerPath, defaultBalance }, (error) =>
+        log.error({ err: error.message }, 'the ledger thread stopped; it restarts on the next write'),
+      );
+      credits = new ThreadedCreditStore(ledgerThread, sqliteCredits);
+      sinks.push(new ThreadedUsageSink(ledgerThread));
+      closeLedger = () => {
+        sqliteCredits.close();
+        ledgerDb.close();
+      };
+    } else {
+      credits = sqliteCredits;
+      sinks.push(ledger);
+    }
   }
   sinks.push(new CreditDebitSink(credits));
   if (config.usage.jsonlPath) sinks.push(new JsonlUsageSink(config.usage.jsonlPath));
@@ -109,8 +126,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const usage = new UsageBatcher({
     sinks,
     flushIntervalMs: config.usage.flushMs,
-    // The SQLite ledger writes on the main thread, about 10 us a record: 100 records hold requests for
-    // about a millisecond, where the default 500 held them for several (the p99 at concurrency 1).
+    // A batch is one ledger transaction (on the ledger thread, or on the main thread for an in-memory
+    // store, where 100 records hold requests for about a millisecond).
     ...(ledger ? { maxBatch: EMBEDDED_MAX_BATCH } : {}),
     onError: (error, sink) => {
       metrics.usageSinkUp.set({ sink }, 0);
@@ -168,6 +185,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
       await usage.close();
       await guarded.close();
       await credits.close();
+      await ledgerThread?.close();
+      closeLedger();
       if (redis) redis.disconnect();
     },
   };

@@ -67,7 +67,7 @@ export class SqliteStore implements Store {
   private readonly stmt: ReturnType<SqliteStore['prepare']>;
   revision = 0;
 
-  constructor(path: string) {
+  constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
@@ -75,7 +75,7 @@ export class SqliteStore implements Store {
     this.stmt = this.prepare();
   }
 
-  /** The open database, shared with the usage ledger and credits so they live in the same file. */
+  /** The open database, shared with predictions (and, in memory, with the usage ledger and credits). */
   get handle(): Db {
     return this.db;
   }

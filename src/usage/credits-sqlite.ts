@@ -10,7 +10,7 @@ import {
 } from './credits.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
 
-const SCHEMA = `
+export const CREDIT_SCHEMA = `
 CREATE TABLE IF NOT EXISTS credit_balances (
   account_id TEXT PRIMARY KEY,
   balance_micros INTEGER NOT NULL,
@@ -66,7 +66,7 @@ export class SqliteCreditStore implements CreditStore {
   constructor(source: string | SqliteDatabase, options: SqliteCreditStoreOptions) {
     checkDefaultBalance(options.defaultBalance);
     ({ db: this.db, owned: this.owned } = openDatabase(source));
-    this.db.exec(SCHEMA);
+    this.db.exec(CREDIT_SCHEMA);
     this.defaultMicros = options.defaultBalance === 'unlimited' ? null : toMicros(options.defaultBalance);
     this.cache = options.cache ? new Map() : undefined;
     const db = this.db;
@@ -148,6 +148,11 @@ export class SqliteCreditStore implements CreditStore {
       note: r.note,
       time: r.time,
     }));
+  }
+
+  /** Caches a balance another connection wrote (the ledger thread's answer); Infinity is unlimited. */
+  remember(accountId: string, balance: number): void {
+    this.cache?.set(accountId, balance === Number.POSITIVE_INFINITY ? null : toMicros(balance));
   }
 
   /** Drops cached balances (all, or one account's) after another writer changed the file. */

@@ -15,6 +15,7 @@ export function openDatabase(source: string | SqliteDatabase): OpenedDatabase {
   if (typeof source !== 'string') return { db: source, owned: false };
   if (source !== ':memory:') mkdirSync(dirname(source), { recursive: true });
   const db = new Database(source);
-  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
+  // The busy timeout first: switching a new file to WAL takes a lock another connection may hold.
+  db.exec('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
   return { db, owned: true };
 }

@@ -6,6 +6,7 @@ import { type CreditStore, creditRefusal, type DefaultBalance } from '../../src/
 import { RedisCreditStore } from '../../src/usage/credits-redis.js';
 import { SqliteCreditStore } from '../../src/usage/credits-sqlite.js';
 import { newUsageId } from '../../src/usage/id.js';
+import { LedgerThread, ThreadedCreditStore } from '../../src/usage/ledger-thread.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 import { tempDir } from './fixtures.js';
 
@@ -181,6 +182,28 @@ describe('SqliteCreditStore', () => {
     expect(cached.balance('a')).toBe(13);
     cached.close();
     other.close();
+  });
+});
+
+describe('ThreadedCreditStore (the ledger thread)', () => {
+  const tmp = tempDir();
+  const opened: Array<{ thread: LedgerThread; reader: SqliteCreditStore }> = [];
+  afterEach(async () => {
+    for (const { thread, reader } of opened.splice(0)) {
+      await thread.close();
+      reader.close();
+    }
+  });
+  afterAll(() => tmp.remove());
+
+  // Writes on the thread; balances from a cached main-thread reader of the same file, as services does.
+  creditContract(async (defaultBalance) => {
+    const path = join(tmp.dir, `${newUsageId()}.db`);
+    // The file is opened (in WAL mode) before the thread starts, as services does.
+    const reader = new SqliteCreditStore(path, { defaultBalance, cache: true });
+    const thread = new LedgerThread({ path, defaultBalance });
+    opened.push({ thread, reader });
+    return new ThreadedCreditStore(thread, reader);
   });
 });
 

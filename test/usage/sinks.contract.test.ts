@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { JsonlUsageSink } from '../../src/usage/jsonl-sink.js';
+import { LedgerThread, ThreadedUsageSink } from '../../src/usage/ledger-thread.js';
 import { type UsageRecord, UsageRecordError } from '../../src/usage/record.js';
 import { ensureConsumerGroup, readUsage, readUsageEntries } from '../../src/usage/redis-consumer.js';
 import { RedisStreamSink } from '../../src/usage/redis-sink.js';
@@ -123,6 +124,26 @@ describe('SqliteUsageSink', () => {
     expect(again.count()).toBe(3);
     await again.close();
     tmp.remove();
+  });
+});
+
+describe('ThreadedUsageSink (the ledger thread)', () => {
+  sinkContract(async () => {
+    const tmp = tempDir();
+    const path = join(tmp.dir, 'ledger.db');
+    // Read back on the main thread, from its own connection to the file, as services does (which opens
+    // the file, in WAL mode, before it starts the thread).
+    const reader = new SqliteUsageSink(path);
+    const thread = new LedgerThread({ path, defaultBalance: 0 });
+    return {
+      sink: new ThreadedUsageSink(thread),
+      read: async () => ['acct-a', 'acct-b'].flatMap((accountId) => reader.list({ accountId })),
+      done: async () => {
+        await thread.close();
+        await reader.close();
+        tmp.remove();
+      },
+    };
   });
 });
 

@@ -1,0 +1,92 @@
+import { dirname, join } from 'node:path';
+import { CREDIT_SCHEMA } from './credits-sqlite.js';
+import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
+import { USAGE_SCHEMA } from './sqlite-sink.js';
+
+/**
+ * The tables of the ledger file, each with the columns carried over from an older store file. `only`
+ * keeps a re-run from copying a row twice where no unique key does: a grant has no record id.
+ */
+const MOVED_TABLES: ReadonlyArray<{ table: string; columns: string; order: string; only?: string }> = [
+  {
+    table: 'usage_records',
+    columns:
+      'id, time, account_id, key_id, model, provider, api, outcome, status, error_id, input_tokens, ' +
+      'cached_input_tokens, output_tokens, media_unit, media_quantity, cost, currency, credits, latency_ms, ' +
+      'ttft_ms, stream',
+    order: 'time, id',
+  },
+  { table: 'credit_balances', columns: 'account_id, balance_micros, updated_at', order: 'account_id' },
+  // Without its integer id: the ledger file numbers the movements itself, in the same order.
+  {
+    table: 'credit_ledger',
+    columns: 'record_id, account_id, kind, amount_micros, note, time',
+    order: 'id',
+    only: `record_id IS NOT NULL OR NOT EXISTS (SELECT 1 FROM ledger.credit_ledger AS l
+      WHERE l.account_id = m.account_id AND l.time = m.time AND l.record_id IS NULL AND l.kind = m.kind
+        AND l.amount_micros = m.amount_micros AND l.note IS m.note)`,
+  },
+];
+
+/**
+ * The ledger file beside the store file (`data/ledger.db` next to `data/gantry.db`), or undefined for an
+ * in-memory store, whose ledger stays in the store's own connection.
+ */
+export function ledgerPathFor(storePath: string): string | undefined {
+  return storePath === ':memory:' ? undefined : join(dirname(storePath), 'ledger.db');
+}
+
+/**
+ * Opens the ledger file with its tables, first moving in (once; see moveLedgerTables) any usage records
+ * and credits that an older Gantry kept in the store file, so an upgrade loses no balance and no record.
+ */
+export function openLedgerFile(path: string, store: SqliteDatabase): SqliteDatabase {
+  const { db } = openDatabase(path);
+  db.exec(USAGE_SCHEMA + CREDIT_SCHEMA);
+  moveLedgerTables(store, path);
+  return db;
+}
+
+/**
+ * Moves the ledger tables found in `store` into the ledger file at `path`; returns the rows copied.
+ *
+ * Two transactions, because SQLite does not commit two WAL files atomically (a crash inside a COMMIT can
+ * keep one file's part and lose the other's, and the store file's part, the DROP, is committed first).
+ * The copy commits, synced, in the ledger file first; only then are the old tables dropped. A crash in
+ * between leaves the rows in both files, and the next open copies again without a duplicate (every row
+ * has a unique key or the `only` check) and drops them.
+ */
+export function moveLedgerTables(store: SqliteDatabase, path: string): number {
+  const present = MOVED_TABLES.filter(({ table }) => tableExists(store, table));
+  if (present.length === 0) return 0;
+  store.prepare('ATTACH DATABASE ? AS ledger').run(path);
+  try {
+    store.exec('PRAGMA ledger.synchronous = FULL');
+    const copy = store.transaction(() => {
+      let copied = 0;
+      for (const { table, columns, order, only } of present) {
+        copied += store
+          .prepare(
+            `INSERT OR IGNORE INTO ledger.${table} (${columns}) SELECT ${columns} FROM main.${table} AS m` +
+              `${only ? ` WHERE ${only}` : ''} ORDER BY ${order}`,
+          )
+          .run().changes;
+      }
+      return copied;
+    });
+    const copied = copy.immediate();
+    const drop = store.transaction(() => {
+      for (const { table } of present) store.exec(`DROP TABLE main.${table}`);
+    });
+    drop.immediate();
+    return copied;
+  } finally {
+    store.exec('DETACH DATABASE ledger');
+  }
+}
+
+function tableExists(db: SqliteDatabase, table: string): boolean {
+  return (
+    db.prepare(`SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = ?`).get(table) !== undefined
+  );
+}
