@@ -36,10 +36,12 @@ export function bucketsFor(config: GantryConfig, tierName: string, model: ModelE
     const tier = config.tiers[tierName] ?? {};
     const window = tier.window_seconds ?? DEFAULT_WINDOW_SECONDS;
     const modelCeilings = { ...tier.model, ...model.limits, ...tier.models?.[model.namespace] };
+    // A bucket with no ceiling can refuse nothing: left out, so an unlimited tier costs no limiter work
+    // (and, on Redis, no round trip at admission or release).
     specs = [
       accountBucket(toLimits(tier.account, window)),
       modelBucket(model.namespace, toLimits(modelCeilings, window)),
-    ];
+    ].filter(hasCeiling);
     cache.set(cacheKey, specs);
   }
   return specs;
@@ -52,6 +54,16 @@ export function bucketsFor(config: GantryConfig, tierName: string, model: ModelE
 export function limitsInputTokens(buckets: readonly BucketSpec[]): boolean {
   for (const spec of buckets) if (spec.limits.inputTokens !== undefined) return true;
   return false;
+}
+
+function hasCeiling(spec: BucketSpec): boolean {
+  const l = spec.limits;
+  return (
+    l.concurrency !== undefined ||
+    l.requests !== undefined ||
+    l.inputTokens !== undefined ||
+    l.outputTokens !== undefined
+  );
 }
 
 function toLimits(c: Ceilings | undefined, windowSeconds: number): BucketLimits {
