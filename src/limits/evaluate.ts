@@ -156,7 +156,9 @@ export function tightest(
   quota: readonly BucketQuota[],
   metric: LimitMetric,
 ): (MetricQuota & { bucket: string; windowSeconds: number }) | undefined {
-  let best: (MetricQuota & { bucket: string; windowSeconds: number }) | undefined;
+  // One object at the end, not one per better bucket: this runs three times on every admitted request.
+  let best: MetricQuota | undefined;
+  let owner: BucketQuota | undefined;
   for (const bucket of quota) {
     const m = bucket[metric];
     if (!m) continue;
@@ -165,8 +167,16 @@ export function tightest(
       m.remaining < best.remaining ||
       (m.remaining === best.remaining && m.resetAt > best.resetAt)
     ) {
-      best = { ...m, bucket: bucket.bucket, windowSeconds: bucket.windowSeconds };
+      best = m;
+      owner = bucket;
     }
   }
-  return best;
+  if (!best || !owner) return undefined;
+  return {
+    limit: best.limit,
+    remaining: best.remaining,
+    resetAt: best.resetAt,
+    bucket: owner.bucket,
+    windowSeconds: owner.windowSeconds,
+  };
 }

@@ -3,6 +3,7 @@ import {
   compilePricing,
   computeCost,
   priceUsage,
+  roundThroughDecimal,
   roundTo,
   toCredits,
   type Usage,
@@ -691,5 +692,41 @@ describe('validatePricing', () => {
 
   it('computeCost throws on a pricing object validatePricing rejects', () => {
     expect(() => computeCost({ amount: 1, currency: 'USD', unit: 'nope' }, {})).toThrow(/pricing.unit/);
+  });
+});
+
+describe('roundTo fast path', () => {
+  it('gives exactly what the decimal route gives, near halves and far from them', () => {
+    // Deterministic pseudo-random values: prices, token costs, credit figures and halves of every size.
+    let seed = 12345;
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const values: number[] = [
+      1.0000005,
+      2.675,
+      0.5,
+      -2.5,
+      1e-12,
+      123456.78905,
+      0.1 + 0.2,
+      9007199254.7409915,
+    ];
+    for (let i = 0; i < 20_000; i++) {
+      const magnitude = 10 ** Math.floor(next() * 16 - 10);
+      values.push(next() * magnitude, -next() * magnitude, Math.round(next() * 1e6) / 1e6 + 5e-7);
+      // Exact decimal halves at the rounding digit, the case the decimal route exists for.
+      const digits = Math.floor(next() * 10);
+      values.push((Math.floor(next() * 1e6) + 0.5) / 10 ** digits);
+    }
+    let checked = 0;
+    for (const value of values) {
+      for (const digits of [0, 2, 6, 9, 10]) {
+        expect(roundTo(value, digits), `${value} to ${digits}`).toBe(roundThroughDecimal(value, digits));
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(400_000);
   });
 });
