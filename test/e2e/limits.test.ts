@@ -14,6 +14,7 @@ import { countChatInputTokens, countCompletionTokens } from '../../src/metering/
 import type { UsageRecord } from '../../src/usage/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { addKey, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { ledgerRecords } from '../helpers/usage.js';
 
 const LOCAL = 'gantry/local-chat';
 const LOCAL_B = 'gantry/local-chat-b';
@@ -114,16 +115,8 @@ function chat(
 }
 
 /** The records of an account once `count` of them are written (written = the reservation was reconciled). */
-async function recordsOf(accountId: string, count: number): Promise<UsageRecord[]> {
-  const { usage, ledger } = gantry.gantry.services;
-  if (!ledger) throw new Error('the embedded mode has a SQLite ledger');
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    await usage.flush();
-    const records = ledger.list({ accountId });
-    if (records.length >= count || Date.now() > deadline) return records;
-    await sleep(10);
-  }
+function recordsOf(accountId: string, count: number): Promise<UsageRecord[]> {
+  return ledgerRecords(gantry, accountId, count);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -26,6 +26,7 @@ import type { UsageRecord } from '../../src/usage/index.js';
 import { type FakeOpenAI, fakeReply, replyPieces, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { type RecordingServer, sendJson, startRecordingServer, writePaced } from '../helpers/fake-server.js';
 import { addKey, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { ledgerRecords } from '../helpers/usage.js';
 
 const CHAT = 'gantry/local-chat';
 const EMBED = 'gantry/local-embed';
@@ -223,16 +224,8 @@ async function newAccount(credits = 1_000_000): Promise<Account> {
 }
 
 /** The account's records once at least `count` are written (and debited). */
-async function recordsOf(accountId: string, count: number): Promise<UsageRecord[]> {
-  const { usage, ledger } = gantry.gantry.services;
-  if (!ledger) throw new Error('the embedded mode has a SQLite ledger');
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    await usage.flush();
-    const records = ledger.list({ accountId });
-    if (records.length >= count || Date.now() > deadline) return records;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+function recordsOf(accountId: string, count: number): Promise<UsageRecord[]> {
+  return ledgerRecords(gantry, accountId, count);
 }
 
 async function onlyRecord(accountId: string): Promise<UsageRecord> {

@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { addKey, LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { ledgerRecords } from '../helpers/usage.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -188,16 +189,8 @@ function accountId(name: string): string {
 }
 
 /** The account's usage records once at least `count` are in the ledger. */
-async function usageOf(account: string, count: number): Promise<UsageRecord[]> {
-  const { usage, ledger } = gantry.gantry.services;
-  if (!ledger) throw new Error('the embedded mode has a SQLite ledger');
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    await usage.flush();
-    const records = ledger.list({ accountId: accountId(account) });
-    if (records.length >= count || Date.now() > deadline) return records;
-    await sleep(20);
-  }
+function usageOf(account: string, count: number): Promise<UsageRecord[]> {
+  return ledgerRecords(gantry, accountId(account), count, 5000);
 }
 
 const SPEC_FIELDS = [

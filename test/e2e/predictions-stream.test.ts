@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { addKey, LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { parseSse, type SseEvent } from '../helpers/sse-events.js';
+import { ledgerRecords } from '../helpers/usage.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -146,17 +147,10 @@ function ffmpegChildren(): string[] {
   }
 }
 
-async function usageOf(account: string, count: number): Promise<UsageRecord[]> {
-  const { usage, ledger } = gantry.gantry.services;
+function usageOf(account: string, count: number): Promise<UsageRecord[]> {
   const id = gantry.store.getAccountByName(account)?.id;
-  if (!ledger || !id) throw new Error('the embedded mode has a SQLite ledger');
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    await usage.flush();
-    const records = ledger.list({ accountId: id });
-    if (records.length >= count || Date.now() > deadline) return records;
-    await sleep(20);
-  }
+  if (!id) throw new Error(`no account ${account}`);
+  return ledgerRecords(gantry, id, count, 5000);
 }
 
 interface StreamRead {

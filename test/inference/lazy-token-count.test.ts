@@ -18,6 +18,7 @@ import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { type RecordingServer, sendJson, startRecordingServer, writePaced } from '../helpers/fake-server.js';
 import { addKey, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
+import { ledgerRecords } from '../helpers/usage.js';
 
 // The real functions, taken before any spy replaces them, to compute the expected counts.
 const countChat = tokens.countChatInputTokens;
@@ -169,16 +170,8 @@ async function newAccount(credits = 0): Promise<{ id: string; client: OpenAI }> 
   return { id, client: new OpenAI({ baseURL: gantry.baseURL, apiKey: key, maxRetries: 0 }) };
 }
 
-async function recordsOf(accountId: string, count: number): Promise<UsageRecord[]> {
-  const { usage, ledger } = gantry.gantry.services;
-  if (!ledger) throw new Error('the embedded mode has a SQLite ledger');
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    await usage.flush();
-    const records = ledger.list({ accountId });
-    if (records.length >= count || Date.now() > deadline) return records;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+function recordsOf(accountId: string, count: number): Promise<UsageRecord[]> {
+  return ledgerRecords(gantry, accountId, count);
 }
 
 async function rejection(promise: Promise<unknown>): Promise<APIError> {

@@ -711,7 +711,7 @@ describe('roundTo fast path', () => {
       1e-12,
       123456.78905,
       0.1 + 0.2,
-      9007199254.7409915,
+      9007199254.740992,
     ];
     for (let i = 0; i < 20_000; i++) {
       const magnitude = 10 ** Math.floor(next() * 16 - 10);
