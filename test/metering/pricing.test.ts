@@ -703,16 +703,7 @@ describe('roundTo fast path', () => {
       seed = (seed * 1103515245 + 12345) % 2147483648;
       return seed / 2147483648;
     };
-    const values: number[] = [
-      1.0000005,
-      2.675,
-      0.5,
-      -2.5,
-      1e-12,
-      123456.78905,
-      0.1 + 0.2,
-      9007199254.740992,
-    ];
+    const values: number[] = [1.0000005, 2.675, 0.5, -2.5, 1e-12, 123456.78905, 0.1 + 0.2, 9007199254.740992];
     for (let i = 0; i < 20_000; i++) {
       const magnitude = 10 ** Math.floor(next() * 16 - 10);
       values.push(next() * magnitude, -next() * magnitude, Math.round(next() * 1e6) / 1e6 + 5e-7);
