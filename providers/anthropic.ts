@@ -52,7 +52,7 @@ export class AnthropicProvider implements InferenceProvider {
     const model = request.model;
     const payload = JSON.stringify(request);
     if (request.stream !== true) {
-      const json = await this.client.requestJson(
+      const { value: json } = await this.client.requestJson(
         'POST',
         ANTHROPIC_MESSAGES_PATH,
         this.headers,

@@ -108,7 +108,8 @@ export class UpstreamClient {
   }
 
   /**
-   * A request whose answer is read whole and parsed as JSON (every non-streamed call). The same outcomes
+   * A request whose answer is read whole and parsed as JSON (every non-streamed call), returned with its
+   * text. The same outcomes
    * as `request()` then `json()`: non-2xx answers are thrown as UpstreamError(status) carrying the
    * upstream's message, a body that is not JSON as UpstreamError(protocol); but cheaper (json-call.ts).
    */
@@ -118,7 +119,7 @@ export class UpstreamClient {
     headers: Record<string, string>,
     body: string | undefined,
     clientSignal: AbortSource,
-  ): Promise<unknown> {
+  ): Promise<{ value: unknown; text: string }> {
     let answer: JsonAnswer;
     try {
       answer = await callForJson(this.pool, {
@@ -138,7 +139,7 @@ export class UpstreamClient {
     }
     if (answer.status >= 400) throw this.statusError(answer.status, answer.headers, answer.text);
     try {
-      return JSON.parse(answer.text) as unknown;
+      return { value: JSON.parse(answer.text) as unknown, text: answer.text };
     } catch (cause) {
       throw this.notJson(cause);
     }

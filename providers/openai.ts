@@ -61,7 +61,7 @@ export class OpenAIProvider implements InferenceProvider {
     isEnd: ((event: SseEvent) => boolean) | null,
   ): Promise<ProviderResult> {
     if (body.stream !== true) {
-      const json = await this.client.requestJson(
+      const { value: json, text } = await this.client.requestJson(
         'POST',
         path,
         this.headers,
@@ -71,7 +71,7 @@ export class OpenAIProvider implements InferenceProvider {
       if (json === null || typeof json !== 'object' || Array.isArray(json)) {
         throw new UpstreamError('protocol', this.name, `${this.name} sent a JSON body that is not an object`);
       }
-      return { kind: 'json', body: json as JsonObject };
+      return { kind: 'json', body: json as JsonObject, text };
     }
     const res = await this.client.request('POST', path, this.headers, JSON.stringify(body), ctx.signal);
     await requireEventStream(res, this.name);

@@ -19,7 +19,11 @@ export interface SseEvent {
 }
 
 export type ProviderResult =
-  | { kind: 'json'; body: JsonObject }
+  /**
+   * `text`: the upstream's own bytes of `body`, where `body` is exactly what it sent (OpenAI-compatible
+   * upstreams), so that a route with nothing to change sends them as they are.
+   */
+  | { kind: 'json'; body: JsonObject; text?: string }
   /**
    * Chat streams yield one `chat.completion.chunk` JSON text per event and end without `[DONE]` (the
    * route writes it). Responses streams yield `{event, data}` pairs. Iteration throws UpstreamError when

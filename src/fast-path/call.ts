@@ -2,9 +2,7 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { FastifyBaseLogger } from 'fastify';
 import type { Principal } from '../auth/authenticate.js';
 import type { CallLabels, InferenceReply, InferenceRequest } from '../inference/exchange.js';
-
-/** What fastify's `reply.send(object)` sends as the content type of a JSON answer. */
-const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
+import { JSON_CONTENT_TYPE } from '../routes/answer.js';
 
 /** The request side of a fast-path call: what fastify's request would hold, and no more. */
 export class FastRequest implements InferenceRequest {
@@ -60,7 +58,11 @@ export class FastReply implements InferenceReply {
 
   /** Sends `body` as JSON with the collected headers, byte for byte what fastify's reply.send would. */
   sendJson(status: number, body: unknown): void {
-    const payload = JSON.stringify(body);
+    this.sendJsonText(status, JSON.stringify(body));
+  }
+
+  /** Sends JSON text as it is, with the headers fastify's reply.type(json).send(text) would. */
+  sendJsonText(status: number, payload: string): void {
     const headers = this.pending;
     headers['content-type'] ??= JSON_CONTENT_TYPE;
     headers['content-length'] = String(Buffer.byteLength(payload));

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorCodes, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import { toGantryError } from '../error-handler.js';
 import { envelope, envelopeFor } from '../errors.js';
-import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
+import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
+import { JsonText } from '../inference/rename.js';
 import type { RequestTracker } from '../request-tracking.js';
 import { FastReply, FastRequest } from './call.js';
 import { nextRequestId } from './request-id.js';
@@ -14,7 +14,7 @@ export type InferenceHandler = (
   gantry: Gantry,
   request: InferenceRequest,
   reply: InferenceReply,
-) => Promise<JsonObject | undefined>;
+) => Promise<InferenceAnswer>;
 
 /** fastify's default JSON parser (getDefaultJsonParser): the same errors, the same prototype checks. */
 type JsonParser = (req: unknown, body: string, done: (err: Error | null, value?: unknown) => void) => void;
@@ -142,7 +142,8 @@ export class FastPath {
     handler(this.gantry, request, reply).then(
       (result) => {
         if (reply.hijacked) return;
-        reply.sendJson(200, result);
+        if (result instanceof JsonText) reply.sendJsonText(200, result.text);
+        else reply.sendJson(200, result);
       },
       (err: unknown) => this.fail(request, reply, err),
     );

@@ -1,5 +1,7 @@
 import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
+import type { JsonObject } from '../../providers/types.js';
 import type { Principal } from '../auth/authenticate.js';
+import type { JsonText } from './rename.js';
 
 /**
  * What the inference pipeline (auth, resolve, ticket, dispatch, stream writer, the three route handlers)
@@ -44,3 +46,6 @@ export interface InferenceReply {
   /** The caller writes the response itself from now on (SSE streams). */
   hijack(): unknown;
 }
+
+/** What a route handler answers: a JSON body, the upstream's JSON text as it is, or undefined once it wrote a stream. */
+export type InferenceAnswer = JsonObject | JsonText | undefined;

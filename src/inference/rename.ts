@@ -6,6 +6,27 @@ export function renameModel(body: JsonObject, requested: string): JsonObject {
   return body;
 }
 
+/** A JSON answer as the upstream's own text, sent as it is (fast path and fastify alike). */
+export class JsonText {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * The answer for a JSON result: the upstream's own bytes when they already name the model the client
+ * asked for (nothing to change: no re-serialising, and the client gets exactly what the upstream said),
+ * otherwise the parsed body with the model renamed.
+ */
+export function jsonAnswer(
+  result: { body: JsonObject; text?: string },
+  requested: string,
+): JsonObject | JsonText {
+  const model = result.body.model;
+  if (result.text !== undefined && (typeof model !== 'string' || model === requested)) {
+    return new JsonText(result.text);
+  }
+  return renameModel(result.body, requested);
+}
+
 /**
  * Stream chunks are rewritten as text, not parsed: upstreams serialise `"model":"name"` compactly, and a
  * chunk that spells it otherwise keeps the upstream name, which is harmless.

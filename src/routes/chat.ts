@@ -3,18 +3,21 @@ import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { dispatch } from '../inference/dispatch.js';
-import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
+import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isRoleOnlyChunk } from '../inference/preamble.js';
-import { renameModel, renameModelInEvent } from '../inference/rename.js';
+import { jsonAnswer, renameModelInEvent } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateChat } from '../inference/validate.js';
 import { countChatInputTokens } from '../metering/tokens.js';
+import { sendAnswer } from './answer.js';
 
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/chat/completions', (request, reply) => chatCompletions(gantry, request, reply));
+  app.post('/v1/chat/completions', async (request, reply) =>
+    sendAnswer(reply, await chatCompletions(gantry, request, reply)),
+  );
   rejectOtherMethods(app, '/v1/chat/completions', ['POST']);
 }
 
@@ -26,7 +29,7 @@ export async function chatCompletions(
   gantry: Gantry,
   request: InferenceRequest,
   reply: InferenceReply,
-): Promise<JsonObject | undefined> {
+): Promise<InferenceAnswer> {
   const body = validateChat(request.body);
   const requested = body.model as string;
   const model = resolveInferenceModel(gantry, request, requested, 'chat');
@@ -60,7 +63,7 @@ export async function chatCompletions(
   ticket.servedBy(provider.name);
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
-    return renameModel(result.body, requested);
+    return jsonAnswer(result, requested);
   }
   await sendStream(request, reply, ticket.meterStream(result.events, clientWantsUsage), {
     writeDone: true,

@@ -4,15 +4,18 @@ import type { Gantry } from '../app.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
-import { renameModel } from '../inference/rename.js';
+import { type JsonText, jsonAnswer } from '../inference/rename.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
 import { openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateEmbeddings } from '../inference/validate.js';
 import { countEmbeddingInputTokens } from '../metering/tokens.js';
+import { sendAnswer } from './answer.js';
 
 export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/embeddings', (request, reply) => createEmbeddings(gantry, request, reply));
+  app.post('/v1/embeddings', async (request, reply) =>
+    sendAnswer(reply, await createEmbeddings(gantry, request, reply)),
+  );
   rejectOtherMethods(app, '/v1/embeddings', ['POST']);
 }
 
@@ -21,7 +24,7 @@ export async function createEmbeddings(
   gantry: Gantry,
   request: InferenceRequest,
   reply: InferenceReply,
-): Promise<JsonObject> {
+): Promise<JsonObject | JsonText> {
   const body = validateEmbeddings(request.body);
   const requested = body.model as string;
   const model = resolveInferenceModel(gantry, request, requested, 'embeddings');
@@ -43,5 +46,5 @@ export async function createEmbeddings(
   ticket.servedBy(provider.name);
   if (result.kind !== 'json') throw new Error('an embeddings provider returned a stream');
   ticket.usage = readUsage(result.body.usage);
-  return renameModel(result.body as JsonObject, requested);
+  return jsonAnswer(result, requested);
 }

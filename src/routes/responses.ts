@@ -6,9 +6,9 @@ import type { CatalogModel } from '../catalog.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, inferenceEnvelope } from '../errors.js';
 import { dispatch } from '../inference/dispatch.js';
-import type { InferenceReply, InferenceRequest } from '../inference/exchange.js';
+import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
-import { renameModel, renameModelInEvent } from '../inference/rename.js';
+import { jsonAnswer, renameModelInEvent } from '../inference/rename.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
@@ -23,6 +23,7 @@ import {
   responsesToChat,
   validateResponsesRequest,
 } from '../responses/bridge.js';
+import { sendAnswer } from './answer.js';
 
 const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
 
@@ -31,7 +32,9 @@ const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
  * API; otherwise bridged onto chat completions, with `previous_response_id` served from Gantry's history.
  */
 export function registerResponsesRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/responses', (request, reply) => createResponse(gantry, request, reply));
+  app.post('/v1/responses', async (request, reply) =>
+    sendAnswer(reply, await createResponse(gantry, request, reply)),
+  );
   rejectOtherMethods(app, '/v1/responses', ['POST']);
 
   app.get('/v1/responses/:id', async (request) => {
@@ -47,7 +50,7 @@ export async function createResponse(
   gantry: Gantry,
   request: InferenceRequest,
   reply: InferenceReply,
-): Promise<JsonObject | undefined> {
+): Promise<InferenceAnswer> {
   const req = validateResponsesRequest(request.body, { bridged: false });
   const requested = req.model as string;
   const model = resolveInferenceModel(gantry, request, requested, 'responses');
@@ -66,7 +69,7 @@ async function passThrough(
   req: JsonObject,
   request: InferenceRequest,
   reply: InferenceReply,
-): Promise<JsonObject | undefined> {
+): Promise<InferenceAnswer> {
   const requested = req.model as string;
   const body = applyDefaults(req, responsesDefaults(model.entry.defaults));
   const ticket = await openTicket(gantry, request, reply, {
@@ -88,7 +91,7 @@ async function passThrough(
   ticket.servedBy(provider.name);
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
-    return renameModel(result.body, requested);
+    return jsonAnswer(result, requested);
   }
   await sendStream(request, reply, ticket.meterStream(result.events, true), {
     writeDone: false,
