@@ -3,6 +3,7 @@ import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
 import { GantryError } from '../errors.js';
 import { type Admission, type Lease, LimiterUnavailableError } from '../limits/index.js';
+import { newLease } from '../limits/request.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { assertCredits } from '../usage/credit-check.js';
 import { newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
@@ -91,10 +92,12 @@ export class Ticket {
     );
     const credits =
       cost.cost === 0 ? 0 : toCredits(cost.cost, cost.currency, gantry.config.credits.perCurrency);
-    void gantry.services.limiter.release(this.lease, {
-      inputTokens: used.inputTokens,
-      outputTokens: used.outputTokens,
-    });
+    if (this.lease.buckets.length > 0) {
+      void gantry.services.limiter.release(this.lease, {
+        inputTokens: used.inputTokens,
+        outputTokens: used.outputTokens,
+      });
+    }
 
     const principal = principalOf(this.request);
     const ttftMs = this.meter?.firstTokenAt === undefined ? null : this.meter.firstTokenAt - this.startedAt;
@@ -202,14 +205,17 @@ export async function openTicket(
   const buckets = bucketsFor(gantry.config, account.tier, entry);
   let admission: Admission;
   try {
-    admission = await services.limiter.admit({
-      accountId: account.id,
-      buckets,
-      // Both limiters (the Redis script too) read input tokens only for buckets with an input-token
-      // ceiling: without one, 0 admits, refuses, reconciles and reports exactly as the count would.
-      inputTokens: limitsInputTokens(buckets) ? inputTokens() : 0,
-      outputTokens: req.outputTokens,
-    });
+    admission =
+      buckets.length === 0
+        ? unlimited(account.id)
+        : await services.limiter.admit({
+            accountId: account.id,
+            buckets,
+            // Both limiters (the Redis script too) read input tokens only for buckets with an input-token
+            // ceiling: without one, 0 admits, refuses, reconciles and reports exactly as the count would.
+            inputTokens: limitsInputTokens(buckets) ? inputTokens() : 0,
+            outputTokens: req.outputTokens,
+          });
   } catch (err) {
     if (!(err instanceof LimiterUnavailableError)) throw err;
     throw new GantryError('SERVICE_UNAVAILABLE', {
@@ -225,16 +231,26 @@ export async function openTicket(
     });
     throw refusalError(admission.refusal);
   }
-  reply.headers(quotaHeaders(admission.quota));
+  if (admission.quota.length > 0) reply.headers(quotaHeaders(admission.quota));
 
   const ticket = new Ticket(gantry, request, reply, req, admission.lease, inputTokens);
   services.metrics.inflight.inc({ route: req.api });
   if (req.stream) {
     services.metrics.inflightStreams.inc();
-    ticket.keepLeaseAlive();
+    if (buckets.length > 0) ticket.keepLeaseAlive();
   }
   reply.raw.once('close', () => ticket.finish());
   return ticket;
+}
+
+const NOTHING_RESERVED = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
+
+/**
+ * The admission of a request no bucket limits (an unlimited tier, a model without limits): nothing can
+ * refuse it, so the limiter is not asked (no work, and on Redis no round trip), nor told at the end.
+ */
+function unlimited(accountId: string): Admission {
+  return { ok: true, lease: newLease('unlimited', accountId, [], NOTHING_RESERVED, Date.now()), quota: [] };
 }
 
 /** `count` run on the first call only; later calls return its result (a request is counted at most once). */
