@@ -109,9 +109,9 @@ export class UpstreamClient {
 
   /**
    * A request whose answer is read whole and parsed as JSON (every non-streamed call), returned with its
-   * text. The same outcomes
-   * as `request()` then `json()`: non-2xx answers are thrown as UpstreamError(status) carrying the
-   * upstream's message, a body that is not JSON as UpstreamError(protocol); but cheaper (json-call.ts).
+   * text. The same outcomes as `request()` then `json()`: non-2xx answers are thrown as
+   * UpstreamError(status) carrying the upstream's message, a body that is not JSON as
+   * UpstreamError(protocol); but cheaper (json-call.ts).
    */
   async requestJson(
     method: 'GET' | 'POST',

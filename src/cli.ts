@@ -9,7 +9,7 @@ import type { GantryConfig } from './config/types.js';
 import type { Role } from './predictions/setup.js';
 import { SqliteStore } from './store/sqlite.js';
 import { type CreditStore, RedisCreditStore, SqliteCreditStore } from './usage/index.js';
-import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
+import { hasOldLedgerTables, openLedgerFile } from './usage/ledger-file.js';
 
 const USAGE = `gantry: OpenAI-compatible inference gateway
 
@@ -148,8 +148,17 @@ async function credits(
     return 2;
   }
   const store = openStore(config);
+  if (!config.redisUrl && hasOldLedgerTables(store.handle)) {
+    // Moving them here would pull them from under an older server still running on this data dir.
+    store.close();
+    process.stderr.write(
+      'gantry: this data dir still keeps its credits in gantry.db, as Gantry before 0.2 did; stop any older\n' +
+        'server on it and start `gantry serve` once (it moves them to ledger.db), then run this again\n',
+    );
+    return 1;
+  }
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
-  const ledgerDb = redis ? undefined : openLedgerFile(ledgerPathFor(store.path) as string, store.handle);
+  const ledgerDb = redis ? undefined : openLedgerFile(join(config.server.dataDir, 'ledger.db'));
   const ledger: CreditStore = ledgerDb
     ? new SqliteCreditStore(ledgerDb, { defaultBalance: config.credits.defaultBalance })
     : new RedisCreditStore(redis as Redis, { defaultBalance: config.credits.defaultBalance });

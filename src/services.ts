@@ -85,7 +85,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     const ledgerPath = ledgerPathFor(store.path);
     // Reads (balances, listings) go through this connection; so do the writes of an in-memory store.
     const ledgerDb = ledgerPath ? openLedgerFile(ledgerPath, store.handle) : store.handle;
-    // Balances are read on every billable request: cached in memory (write-through), and forgotten every
+    // Balances are read on every billable request: cached in memory (kept current by this process's own
+    // writes, on the ledger thread's answers where there is one), and forgotten every
     // few seconds so a grant made by the CLI in another process shows up.
     const sqliteCredits = new SqliteCreditStore(ledgerDb, { defaultBalance, cache: true });
     refreshTimer = setInterval(() => sqliteCredits.forget(), CREDIT_CACHE_MS);

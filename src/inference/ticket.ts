@@ -25,8 +25,8 @@ export interface TicketRequest {
    * Counts the estimated input tokens (tiktoken). A function rather than a number because counting is
    * the dearest step of admission (microseconds for a short prompt, growing with its length) and most
    * requests never need it: only the credit estimate of a billable model, a bucket with an input-token
-   * ceiling, and the usage record of a call whose upstream reported no usage read it. openTicket calls
-   * it at most once, and only for those.
+   * ceiling, and the usage record of a call whose upstream reported no usage read it. openTicket wraps
+   * it so that it runs at most once per request, and only for those.
    */
   countInputTokens: () => number;
   /** Output tokens reserved: the request's maximum or the model's default. */
@@ -237,9 +237,16 @@ export async function openTicket(
   services.metrics.inflight.inc({ route: req.api });
   if (req.stream) {
     services.metrics.inflightStreams.inc();
-    if (buckets.length > 0) ticket.keepLeaseAlive();
+    if (admission.lease.buckets.length > 0) ticket.keepLeaseAlive();
   }
-  reply.raw.once('close', () => ticket.finish());
+  reply.raw.once('close', () => {
+    // A throw in a socket's close listener would take the process down: report it with the request.
+    try {
+      ticket.finish();
+    } catch (err) {
+      request.log.error({ err }, 'metering the finished request failed');
+    }
+  });
   return ticket;
 }
 

@@ -31,9 +31,9 @@ CREATE INDEX IF NOT EXISTS credit_ledger_account_time ON credit_ledger (account_
 export interface SqliteCreditStoreOptions {
   defaultBalance: DefaultBalance;
   /**
-   * Keep balances in memory, written through on every debit and grant, so balance() costs a Map
-   * lookup. Only correct when this process is the only writer of the file (the embedded mode with no
-   * other `gantry` process granting credits); default false.
+   * Keep balances in memory, written through on every debit and grant (and, with the ledger thread
+   * writing, set from its answers through remember()), so balance() costs a Map lookup. Another process
+   * writing the file (the CLI granting credits) is seen after forget(); default false.
    */
   cache?: boolean;
 }
@@ -150,13 +150,22 @@ export class SqliteCreditStore implements CreditStore {
     }));
   }
 
-  /** Caches a balance another connection wrote (the ledger thread's answer); Infinity is unlimited. */
-  remember(accountId: string, balance: number): void {
+  /** Bumped by every forget(): a balance computed before it may be older than what was read since. */
+  generation = 0;
+
+  /**
+   * Caches a balance another connection wrote (the ledger thread's answer; Infinity is unlimited), unless
+   * the cache was forgotten since `generation` was read: the file may then hold a newer balance (a grant
+   * from the CLI) that a read has already cached.
+   */
+  remember(accountId: string, balance: number, generation: number): void {
+    if (generation !== this.generation) return;
     this.cache?.set(accountId, balance === Number.POSITIVE_INFINITY ? null : toMicros(balance));
   }
 
   /** Drops cached balances (all, or one account's) after another writer changed the file. */
   forget(accountId?: string): void {
+    this.generation++;
     if (accountId === undefined) this.cache?.clear();
     else this.cache?.delete(accountId);
   }

@@ -37,14 +37,21 @@ export function ledgerPathFor(storePath: string): string | undefined {
 }
 
 /**
- * Opens the ledger file with its tables, first moving in (once; see moveLedgerTables) any usage records
- * and credits that an older Gantry kept in the store file, so an upgrade loses no balance and no record.
+ * Opens the ledger file with its tables. With `store` (the server, at start), first moves in (once; see
+ * moveLedgerTables) any usage records and credits that an older Gantry kept in the store file, so an
+ * upgrade loses no balance and no record. The CLI passes none: it must not pull the tables from under
+ * an older server still running on the same data dir (see hasOldLedgerTables).
  */
-export function openLedgerFile(path: string, store: SqliteDatabase): SqliteDatabase {
+export function openLedgerFile(path: string, store?: SqliteDatabase): SqliteDatabase {
   const { db } = openDatabase(path);
   db.exec(USAGE_SCHEMA + CREDIT_SCHEMA);
-  moveLedgerTables(store, path);
+  if (store) moveLedgerTables(store, path);
   return db;
+}
+
+/** Whether the store file still holds ledger tables of an older Gantry (not moved yet). */
+export function hasOldLedgerTables(store: SqliteDatabase): boolean {
+  return MOVED_TABLES.some(({ table }) => tableExists(store, table));
 }
 
 /**

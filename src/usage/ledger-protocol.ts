@@ -12,7 +12,12 @@ export interface LedgerWorkerData {
 export type LedgerRequest =
   | { id: number; op: 'write'; rows: UsageRowValues }
   | { id: number; op: 'debit'; debits: Debit[] }
-  | { id: number; op: 'grant'; accountId: string; credits: number; note: string };
+  | { id: number; op: 'grant'; accountId: string; credits: number; note: string }
+  /**
+   * Ends the thread at once, between two calls, as a crash would: what the restart path is tested with.
+   * (worker.terminate() during a libsql call can bring the whole process down; this cannot.)
+   */
+  | { id: number; op: 'exit' };
 
 /** The answer to one call: its value, or the error it threw (name and message survive the thread hop). */
 export type LedgerResponse =

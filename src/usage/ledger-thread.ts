@@ -155,9 +155,10 @@ export class ThreadedUsageSink implements UsageSink {
 
 /**
  * Credits in the ledger file with the writes on the ledger thread: balances are read here, from the
- * `reader` store's write-through cache (one Map lookup on the request path), and every debit or grant
- * the thread answers updates that cache. The thread answers in the order it was called, so the cache
- * always ends on the latest balance.
+ * `reader` store's cache (one Map lookup on the request path), and every debit or grant the thread
+ * answers sets that cache. The thread answers in the order it was called, so the cache ends on the
+ * latest balance this process wrote; an answer computed before a forget() (the periodic refresh that
+ * picks up the CLI's grants) is not cached, since a read since then may have seen a newer one.
  */
 export class ThreadedCreditStore implements CreditStore {
   constructor(
@@ -177,10 +178,11 @@ export class ThreadedCreditStore implements CreditStore {
   async debitMany(debits: readonly Debit[]): Promise<DebitResult[]> {
     if (debits.length === 0) return [];
     for (const d of debits) checkDebit(d);
+    const generation = this.reader.generation;
     try {
       const results = (await this.thread.call({ op: 'debit', debits: [...debits] })) as DebitResult[];
       for (let i = 0; i < results.length; i++) {
-        this.reader.remember((debits[i] as Debit).accountId, (results[i] as DebitResult).balance);
+        this.reader.remember((debits[i] as Debit).accountId, (results[i] as DebitResult).balance, generation);
       }
       return results;
     } catch (error) {
@@ -194,9 +196,10 @@ export class ThreadedCreditStore implements CreditStore {
     if (typeof accountId !== 'string' || accountId.length === 0)
       throw new RangeError('accountId is required');
     toMicros(credits);
+    const generation = this.reader.generation;
     try {
       const balance = (await this.thread.call({ op: 'grant', accountId, credits, note })) as number;
-      this.reader.remember(accountId, balance);
+      this.reader.remember(accountId, balance, generation);
       return balance;
     } catch (error) {
       this.reader.forget(accountId);

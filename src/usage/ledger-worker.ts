@@ -24,6 +24,8 @@ function run(request: LedgerRequest): unknown {
       return credits.debitMany(request.debits);
     case 'grant':
       return credits.grant(request.accountId, request.credits, request.note);
+    case 'exit':
+      return process.exit(1);
   }
 }
 

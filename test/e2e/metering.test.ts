@@ -22,7 +22,7 @@ import { main } from '../../src/cli.js';
 import { parseConfig } from '../../src/config/load.js';
 import { countChatInputTokens, countCompletionTokens } from '../../src/metering/tokens.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import type { UsageRecord } from '../../src/usage/index.js';
+import { SqliteCreditStore, type UsageRecord } from '../../src/usage/index.js';
 import { type FakeOpenAI, fakeReply, replyPieces, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { type RecordingServer, sendJson, startRecordingServer, writePaced } from '../helpers/fake-server.js';
 import { addKey, startGantry, type TestGantry } from '../helpers/gantry.js';
@@ -742,5 +742,44 @@ ${modelsYaml()}`;
     );
     expect(corrected.code).toBe(0);
     expect(Number(corrected.stdout)).toBeCloseTo(50 - spent - 100, 6);
+  });
+
+  it('refuses on a data dir whose credits an older Gantry kept in gantry.db, until the server has moved them', async () => {
+    const cwd = mkdtempSync(join(tmpdir(), 'gantry-credits-old-'));
+    const dataDir = join(cwd, 'data');
+    const configPath = join(cwd, 'gantry.yaml');
+    const yaml = `
+server: { data_dir: ${dataDir} }
+providers:
+  local: { kind: local }
+credits: { default_balance: 0 }
+accounts: [{ name: acme }]
+${modelsYaml()}`;
+    writeFileSync(configPath, yaml);
+    const config = parseConfig(yaml, configPath, {});
+    // The data dir as an earlier Gantry left it: balances and movements in gantry.db.
+    const old = new SqliteStore(join(dataDir, 'gantry.db'));
+    syncAccounts(old, config);
+    const acme = old.getAccountByName('acme');
+    if (!acme) throw new Error('no account acme');
+    new SqliteCreditStore(old.handle, { defaultBalance: 0 }).grant(acme.id, 7, 'granted by the old version');
+    old.close();
+
+    const refused = await inProcess('credits', 'balance', '--account', 'acme', '--config', configPath);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('start `gantry serve` once');
+    expect(
+      await inProcess('credits', 'grant', '--account', 'acme', '--amount', '1', '--config', configPath),
+    ).toMatchObject({ code: 1 });
+
+    // The server's start moves them; from then on the CLI works on ledger.db.
+    const store = new SqliteStore(join(dataDir, 'gantry.db'));
+    const { app } = await buildApp(config, store, { logger: false, processMetrics: false });
+    await app.close();
+    store.close();
+    expect(await inProcess('credits', 'balance', '--account', 'acme', '--config', configPath)).toMatchObject({
+      code: 0,
+      stdout: '7\n',
+    });
   });
 });

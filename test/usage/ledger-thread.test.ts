@@ -72,11 +72,6 @@ function fileBalance(path: string, accountId: string): number {
   }
 }
 
-/** A batch the thread needs a good while (hundreds of ms) to insert: calls sent after it stay queued. */
-function slowBatch(): UsageRecord[] {
-  return makeRecords(20_000, { account_id: 'bulk' });
-}
-
 describe('LedgerThread', () => {
   it('pairs every answer with its call when 200 writes, debits and grants are in flight at once', async () => {
     const { thread, usage, path } = setup();
@@ -181,12 +176,14 @@ describe('LedgerThread', () => {
     const first = workerOf(thread) as Worker;
     const firstId = first.threadId;
 
-    const bulk = slowBatch();
+    const bulk = makeRecords(500, { account_id: 'bulk' });
+    // Calls sent behind the thread's end are in flight when it dies.
+    const death = thread.call({ op: 'exit' });
     const inFlight = [
       thread.call({ op: 'write', rows: rowsOf(bulk) }),
       thread.call({ op: 'grant', accountId: 'a', credits: 1, note: 'lost' }),
     ];
-    await first.terminate();
+    await expect(death).rejects.toThrow(/ledger thread exited/);
     for (const call of inFlight) await expect(call).rejects.toThrow(/ledger thread exited/);
     expect(exits).toHaveLength(1);
     expect(exits[0]?.message).toMatch(/ledger thread exited/);
@@ -263,9 +260,10 @@ describe('LedgerThread', () => {
     const records = makeRecords(2_000);
     for (const record of records) batcher.add(record);
     const worker = workerOf(thread) as Worker;
-    // flush() sends the first batch of each sink before it returns: the thread dies with them in flight.
+    // The thread's end goes first, so flush()'s first batch of each sink is in flight when it dies.
+    const death = thread.call({ op: 'exit' }).catch((error: unknown) => error);
     const flushing = batcher.flush();
-    await worker.terminate();
+    expect(String(await death)).toMatch(/ledger thread exited/);
     await flushing;
     await batcher.close();
 
@@ -305,6 +303,24 @@ describe('ThreadedCreditStore: the balance cache follows the thread', () => {
     expect(credits.balance('a')).toBe(7);
     credits.forget('a');
     expect(credits.balance('a')).toBe(107);
+  });
+
+  it('an answer computed before a refresh does not hide what the refresh read (a grant from the CLI)', async () => {
+    const { credits, reader, path } = setup();
+    await credits.grant('a', 10, 'start');
+    const pending = credits.debit('a', 1, newUsageId());
+    // Meanwhile the CLI grants in another process, and the periodic refresh reads the file again.
+    const other = new SqliteCreditStore(path, { defaultBalance: 0 });
+    other.grant('a', 100, 'cli');
+    other.close();
+    reader.forget();
+    const read = credits.balance('a');
+    expect(read).toBeGreaterThanOrEqual(109);
+    // The thread's answer (computed before or after the grant) must not replace the fresher read.
+    await pending;
+    expect(credits.balance('a')).toBe(read);
+    reader.forget();
+    expect(credits.balance('a')).toBe(109);
   });
 
   it('a grant followed by many debits in flight ends on the right balance', async () => {
@@ -354,19 +370,17 @@ describe('ThreadedCreditStore: the balance cache follows the thread', () => {
     other.close();
     expect([credits.balance('a'), credits.balance('b')]).toEqual([10, 20]);
 
-    // Queued behind a long write, so the thread dies before running them.
-    const bulk = thread.call({ op: 'write', rows: rowsOf(slowBatch()) });
+    // Queued behind the thread's end, so it dies before running them.
+    const death = thread.call({ op: 'exit' });
     const grant = credits.grant('b', 5, 'lost');
-    await (workerOf(thread) as Worker).terminate();
-    await expect(bulk).rejects.toThrow(/exited/);
+    await expect(death).rejects.toThrow(/exited/);
     await expect(grant).rejects.toThrow(/exited/);
     expect(credits.balance('b')).toBe(22);
     expect(credits.balance('a')).toBe(10);
 
-    const bulk2 = thread.call({ op: 'write', rows: rowsOf(slowBatch()) });
+    const death2 = thread.call({ op: 'exit' });
     const debit = credits.debit('a', 1, newUsageId());
-    await (workerOf(thread) as Worker).terminate();
-    await expect(bulk2).rejects.toThrow(/exited/);
+    await expect(death2).rejects.toThrow(/exited/);
     await expect(debit).rejects.toThrow(/exited/);
     expect(credits.balance('a')).toBe(11);
   });
