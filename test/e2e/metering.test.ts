@@ -671,7 +671,8 @@ describe('the gantry credits command', () => {
     }
   }
 
-  it('grants credits and shows balances on a data dir that a running Gantry uses', async () => {
+  /** A fresh folder with a config (data dir inside it, account acme, 0 credits by default) for the CLI. */
+  function creditsDataDir(): { cwd: string; dataDir: string; configPath: string; yaml: string } {
     const cwd = mkdtempSync(join(tmpdir(), 'gantry-credits-'));
     const dataDir = join(cwd, 'data');
     const configPath = join(cwd, 'gantry.yaml');
@@ -683,6 +684,11 @@ credits: { default_balance: 0 }
 accounts: [{ name: acme }]
 ${modelsYaml()}`;
     writeFileSync(configPath, yaml);
+    return { cwd, dataDir, configPath, yaml };
+  }
+
+  it('grants credits and shows balances on a data dir that a running Gantry uses', async () => {
+    const { cwd, dataDir, configPath, yaml } = creditsDataDir();
     const cli = (...args: string[]) => gantryCli([...args, '--config', configPath], cwd);
 
     // The real command, as an operator runs it (spawning costs ~1.5 s, so twice only).
@@ -745,17 +751,7 @@ ${modelsYaml()}`;
   });
 
   it('refuses on a data dir whose credits an older Gantry kept in gantry.db, until the server has moved them', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'gantry-credits-old-'));
-    const dataDir = join(cwd, 'data');
-    const configPath = join(cwd, 'gantry.yaml');
-    const yaml = `
-server: { data_dir: ${dataDir} }
-providers:
-  local: { kind: local }
-credits: { default_balance: 0 }
-accounts: [{ name: acme }]
-${modelsYaml()}`;
-    writeFileSync(configPath, yaml);
+    const { dataDir, configPath, yaml } = creditsDataDir();
     const config = parseConfig(yaml, configPath, {});
     // The data dir as an earlier Gantry left it: balances and movements in gantry.db.
     const old = new SqliteStore(join(dataDir, 'gantry.db'));
