@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
 import type { GantryConfig } from './config/types.js';
 import { type Limiter, MemoryLimiter, RedisLimiter, withFailurePolicy } from './limits/index.js';
+import { newLease } from './limits/request.js';
 import { sharedEncoder } from './metering/tokens.js';
 import { Metrics } from './metrics.js';
 import type { SqliteStore } from './store/sqlite.js';
@@ -20,6 +21,9 @@ import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
 import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from './usage/ledger-thread.js';
 
 const CREDIT_CACHE_MS = 5_000;
+const NOTHING = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
+const RELEASED = Promise.resolve('released' as const);
+const EXTENDED = Promise.resolve('extended' as const);
 const EMBEDDED_MAX_BATCH = 100;
 
 /** The stateful parts behind limits and metering, in-process or on Redis depending on the mode. */
@@ -144,13 +148,23 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   return {
     mode: config.redisUrl ? 'redis' : 'embedded',
     limiter: {
+      // A request no bucket limits (an unlimited tier, a model without limits) has nothing to count
+      // against: it is admitted without the limiter (no work, on Redis no round trip, whatever the
+      // failure policy) and its lease, holding nothing, is never handed back to it.
       admit: async (request) => {
+        if (request.buckets.length === 0) {
+          return {
+            ok: true,
+            lease: newLease('unlimited', request.accountId, [], NOTHING, Date.now()),
+            quota: [],
+          };
+        }
         const admission = await guarded.admit(request);
         if (!admission.ok || !admission.failedOpen) markLimiter(true);
         return admission;
       },
-      release: (lease, used) => guarded.release(lease, used),
-      extend: (lease, ms) => guarded.extend(lease, ms),
+      release: (lease, used) => (lease.buckets.length === 0 ? RELEASED : guarded.release(lease, used)),
+      extend: (lease, ms) => (lease.buckets.length === 0 ? EXTENDED : guarded.extend(lease, ms)),
       close: () => guarded.close(),
     },
     credits,

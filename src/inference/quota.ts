@@ -1,14 +1,19 @@
 import type { Ceilings, GantryConfig, ModelEntry } from '../config/types.js';
 import { GantryError } from '../errors.js';
 import {
+  type Admission,
+  type AdmitRequest,
   accountBucket,
   type BucketLimits,
   type BucketQuota,
   type BucketSpec,
+  type Lease,
+  LimiterUnavailableError,
   modelBucket,
   type Refusal,
   tightest,
 } from '../limits/index.js';
+import type { Services } from '../services.js';
 
 const DEFAULT_WINDOW_SECONDS = 60;
 const METRIC_NAMES = {
@@ -116,6 +121,35 @@ function openAIDuration(ms: number): string {
   const seconds = Math.ceil(ms / 1000);
   if (seconds < 60) return `${seconds}s`;
   return `${Math.floor(seconds / 60)}m${seconds % 60}s`;
+}
+
+/**
+ * Admits a request through the services' limiter, or throws what the client gets: 429 with the refusal
+ * (counted in the metrics), or 503 when the limiter is down and the policy is to refuse.
+ */
+export async function admitOrRefuse(
+  services: Services,
+  request: AdmitRequest,
+): Promise<{ lease: Lease; quota: readonly BucketQuota[] }> {
+  let admission: Admission;
+  try {
+    admission = await services.limiter.admit(request);
+  } catch (err) {
+    if (!(err instanceof LimiterUnavailableError)) throw err;
+    throw new GantryError('SERVICE_UNAVAILABLE', {
+      message: 'The rate limiter is unavailable and this gateway is set to refuse requests meanwhile',
+      headers: { 'retry-after': '1' },
+      cause: err,
+    });
+  }
+  if (!admission.ok) {
+    services.metrics.rateLimited.inc({
+      metric: admission.refusal.metric,
+      scope: admission.refusal.bucket === 'account' ? 'account' : 'model',
+    });
+    throw refusalError(admission.refusal);
+  }
+  return admission;
 }
 
 /** 429 RATE_LIMIT_EXCEEDED with Retry-After (whole seconds, absent when not positive) and details. */

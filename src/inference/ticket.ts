@@ -1,14 +1,12 @@
 import type { SseEvent } from '../../providers/types.js';
 import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
-import { GantryError } from '../errors.js';
-import { type Admission, type Lease, LimiterUnavailableError } from '../limits/index.js';
-import { newLease } from '../limits/request.js';
+import type { Lease } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { assertCredits } from '../usage/credit-check.js';
 import { newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
-import { bucketsFor, limitsInputTokens, quotaHeaders, refusalError } from './quota.js';
+import { admitOrRefuse, bucketsFor, limitsInputTokens, quotaHeaders } from './quota.js';
 import { principalOf } from './resolve.js';
 import { StreamMeter, type TokenUsage } from './usage-capture.js';
 
@@ -92,12 +90,10 @@ export class Ticket {
     );
     const credits =
       cost.cost === 0 ? 0 : toCredits(cost.cost, cost.currency, gantry.config.credits.perCurrency);
-    if (this.lease.buckets.length > 0) {
-      void gantry.services.limiter.release(this.lease, {
-        inputTokens: used.inputTokens,
-        outputTokens: used.outputTokens,
-      });
-    }
+    void gantry.services.limiter.release(this.lease, {
+      inputTokens: used.inputTokens,
+      outputTokens: used.outputTokens,
+    });
 
     const principal = principalOf(this.request);
     const ttftMs = this.meter?.firstTokenAt === undefined ? null : this.meter.firstTokenAt - this.startedAt;
@@ -203,40 +199,21 @@ export async function openTicket(
   }
 
   const buckets = bucketsFor(gantry.config, account.tier, entry);
-  let admission: Admission;
-  try {
-    admission =
-      buckets.length === 0
-        ? unlimited(account.id)
-        : await services.limiter.admit({
-            accountId: account.id,
-            buckets,
-            // Both limiters (the Redis script too) read input tokens only for buckets with an input-token
-            // ceiling: without one, 0 admits, refuses, reconciles and reports exactly as the count would.
-            inputTokens: limitsInputTokens(buckets) ? inputTokens() : 0,
-            outputTokens: req.outputTokens,
-          });
-  } catch (err) {
-    if (!(err instanceof LimiterUnavailableError)) throw err;
-    throw new GantryError('SERVICE_UNAVAILABLE', {
-      message: 'The rate limiter is unavailable and this gateway is set to refuse requests meanwhile',
-      headers: { 'retry-after': '1' },
-      cause: err,
-    });
-  }
-  if (!admission.ok) {
-    services.metrics.rateLimited.inc({
-      metric: admission.refusal.metric,
-      scope: admission.refusal.bucket === 'account' ? 'account' : 'model',
-    });
-    throw refusalError(admission.refusal);
-  }
+  const admission = await admitOrRefuse(services, {
+    accountId: account.id,
+    buckets,
+    // Both limiters (the Redis script too) read input tokens only for buckets with an input-token
+    // ceiling: without one, 0 admits, refuses, reconciles and reports exactly as the count would.
+    inputTokens: limitsInputTokens(buckets) ? inputTokens() : 0,
+    outputTokens: req.outputTokens,
+  });
   if (admission.quota.length > 0) reply.headers(quotaHeaders(admission.quota));
 
   const ticket = new Ticket(gantry, request, reply, req, admission.lease, inputTokens);
   services.metrics.inflight.inc({ route: req.api });
   if (req.stream) {
     services.metrics.inflightStreams.inc();
+    // A lease that holds nothing (no limited bucket, or admitted while the limiter was down) needs no renewal.
     if (admission.lease.buckets.length > 0) ticket.keepLeaseAlive();
   }
   reply.raw.once('close', () => {
@@ -248,16 +225,6 @@ export async function openTicket(
     }
   });
   return ticket;
-}
-
-const NOTHING_RESERVED = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
-
-/**
- * The admission of a request no bucket limits (an unlimited tier, a model without limits): nothing can
- * refuse it, so the limiter is not asked (no work, and on Redis no round trip), nor told at the end.
- */
-function unlimited(accountId: string): Admission {
-  return { ok: true, lease: newLease('unlimited', accountId, [], NOTHING_RESERVED, Date.now()), quota: [] };
 }
 
 /** `count` run on the first call only; later calls return its result (a request is counted at most once). */

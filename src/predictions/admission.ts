@@ -1,8 +1,7 @@
 import type { Principal } from '../auth/authenticate.js';
 import type { ModelEntry } from '../config/types.js';
-import { GantryError } from '../errors.js';
-import { bucketsFor, quotaHeaders, refusalError } from '../inference/quota.js';
-import { type Lease, LimiterUnavailableError } from '../limits/index.js';
+import { admitOrRefuse, bucketsFor, quotaHeaders } from '../inference/quota.js';
+import type { Lease } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { assertCredits } from '../usage/credit-check.js';
 import type { PredictionDeps } from './context.js';
@@ -41,29 +40,13 @@ export async function admitPrediction(
     const needed = toCredits(estimate.cost, estimate.currency, deps.config.credits.perCurrency);
     await assertCredits(services, deps.config, account.id, needed, 'prediction');
   }
-  try {
-    const admission = await services.limiter.admit({
-      accountId: account.id,
-      buckets: bucketsFor(deps.config, account.tier, entry),
-      inputTokens: 0,
-      outputTokens: 0,
-    });
-    if (!admission.ok) {
-      services.metrics.rateLimited.inc({
-        metric: admission.refusal.metric,
-        scope: admission.refusal.bucket === 'account' ? 'account' : 'model',
-      });
-      throw refusalError(admission.refusal);
-    }
-    return { lease: admission.lease, headers: quotaHeaders(admission.quota) };
-  } catch (err) {
-    if (!(err instanceof LimiterUnavailableError)) throw err;
-    throw new GantryError('SERVICE_UNAVAILABLE', {
-      message: 'The rate limiter is unavailable and this gateway is set to refuse requests meanwhile',
-      headers: { 'retry-after': '1' },
-      cause: err,
-    });
-  }
+  const admission = await admitOrRefuse(services, {
+    accountId: account.id,
+    buckets: bucketsFor(deps.config, account.tier, entry),
+    inputTokens: 0,
+    outputTokens: 0,
+  });
+  return { lease: admission.lease, headers: quotaHeaders(admission.quota) };
 }
 
 /** Gives the concurrency slot back; a limiter that is down lets the lease expire by itself. */
