@@ -66,6 +66,7 @@ import {
   startChild,
   stopChild,
 } from './lib/children.js';
+import { envInt, envIntList, envItems } from './lib/env.js';
 import { createDispatcher, drive, type PhaseResult, type RequestSpec } from './lib/load.js';
 import { EpochClock, WebhookReceiver, watchStream } from './lib/prediction-clients.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
@@ -147,54 +148,28 @@ interface Mode {
 
 const env = process.env;
 
-function int(name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new Error(`${name}: not an integer in [${min}, ${max}]`);
-  return n;
-}
-
 function names<T extends string>(name: string, allowed: readonly T[], fallback: T[]): T[] {
-  const raw = env[name];
-  if (raw === undefined) return fallback;
-  const out = raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
+  const out = envItems(name);
+  if (out === undefined) return fallback;
   const bad = out.filter((s) => !allowed.includes(s as T));
   if (bad.length > 0) throw new Error(`${name}: unknown ${bad.join(', ')} (use ${allowed.join(', ')})`);
   return out as T[];
-}
-
-function list(name: string, fallback: number[]): number[] {
-  const raw = env[name];
-  if (raw === undefined) return fallback;
-  const out = raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '')
-    .map(Number);
-  if (out.some((n) => !Number.isInteger(n) || n < 1 || n > 1024))
-    throw new Error(`${name}: expected e.g. ${fallback.join(',')}`);
-  return out;
 }
 
 function readSettings(quick: boolean) {
   const modes: readonly ModeName[] = ['embedded', 'distributed'];
   return {
     modes: names('BENCH_PRED_MODES', modes, ['embedded', 'distributed']),
-    size: int('BENCH_PRED_SIZE', 64, 64, 2048),
+    size: envInt('BENCH_PRED_SIZE', 64, 64, 2048),
     createWarmup: 30,
-    createRequests: int('BENCH_PRED_CREATE_REQUESTS', quick ? 100 : 200, 10, 1_000_000),
-    concurrency: list('BENCH_PRED_CONCURRENCY', [16, 32]),
+    createRequests: envInt('BENCH_PRED_CREATE_REQUESTS', quick ? 100 : 200, 10, 1_000_000),
+    concurrency: envIntList('BENCH_PRED_CONCURRENCY', [16, 32], 1024),
     throughputModes: names('BENCH_PRED_THROUGHPUT_MODES', modes, ['embedded']),
     throughputWarmupMs: 300,
-    throughputMs: int('BENCH_PRED_THROUGHPUT_MS', quick ? 600 : 1_000, 100, 600_000),
-    samples: int('BENCH_PRED_SAMPLES', quick ? 30 : 100, 5, 100_000),
-    noticeConcurrency: list('BENCH_PRED_NOTICE_CONCURRENCY', [1, 8]),
-    redisCountPredictions: int('BENCH_PRED_REDIS_COUNT', quick ? 20 : 40, 0, 100_000),
+    throughputMs: envInt('BENCH_PRED_THROUGHPUT_MS', quick ? 600 : 1_000, 100, 600_000),
+    samples: envInt('BENCH_PRED_SAMPLES', quick ? 30 : 100, 5, 100_000),
+    noticeConcurrency: envIntList('BENCH_PRED_NOTICE_CONCURRENCY', [1, 8], 1024),
+    redisCountPredictions: envInt('BENCH_PRED_REDIS_COUNT', quick ? 20 : 40, 0, 100_000),
     dataDir: env.BENCH_PRED_DATA_DIR || (existsSync('/dev/shm') ? '/dev/shm' : tmpdir()),
     profileMode: names('BENCH_PRED_PROFILE', modes, ['embedded'])[0] ?? 'embedded',
     profileSet: env.BENCH_PRED_PROFILE !== undefined && env.BENCH_PRED_PROFILE !== '',

@@ -62,6 +62,7 @@ import {
   stopAll,
   stopChild,
 } from './lib/children.js';
+import { envInt, envIntList } from './lib/env.js';
 import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
@@ -105,28 +106,6 @@ const truthy = (v: string | undefined) => v !== undefined && v !== '' && v !== '
 const quick = flags.quick === true || truthy(env.BENCH_QUICK);
 const off = (v: string | undefined) => v === '0' || v === 'false' || v === 'no' || v === 'off';
 
-function int(name: string, fallback: number, min = 0, max = 10_000_000): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max)
-    throw new Error(`${name}: not an integer in [${min}, ${max}]`);
-  return n;
-}
-
-function list(name: string, fallback: number[]): number[] {
-  const raw = env[name];
-  if (raw === undefined) return fallback;
-  const out = raw
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '')
-    .map(Number);
-  if (out.some((n) => !Number.isInteger(n) || n < 1 || n > 4096))
-    throw new Error(`${name}: expected e.g. 32,256`);
-  return out;
-}
-
 function phaseSet(raw: string | undefined): string[] {
   const all = ['latency', 'throughput', 'stream', 'predictions'];
   if (raw === undefined || raw.trim() === '') return all;
@@ -150,19 +129,19 @@ function phaseIds(raw: string | undefined): string[] | undefined {
 
 const settings = {
   quick,
-  rounds: flags.rounds ? Number(flags.rounds) : int('BENCH_ROUNDS', quick ? 1 : 3, 1, 100),
+  rounds: flags.rounds ? Number(flags.rounds) : envInt('BENCH_ROUNDS', quick ? 1 : 3, 1, 100),
   latencyWarmup: quick ? 300 : 500,
-  latencyRequests: int('BENCH_LATENCY_REQUESTS', quick ? 800 : 2_000, 10),
+  latencyRequests: envInt('BENCH_LATENCY_REQUESTS', quick ? 800 : 2_000, 10),
   throughputWarmupMs: 400,
-  throughputMs: int('BENCH_THROUGHPUT_MS', quick ? 1_200 : 2_500, 100, 600_000),
+  throughputMs: envInt('BENCH_THROUGHPUT_MS', quick ? 1_200 : 2_500, 100, 600_000),
   phases: phaseSet(env.BENCH_PHASES),
-  concurrency: list('BENCH_CONCURRENCY', [32, 256]),
+  concurrency: envIntList('BENCH_CONCURRENCY', [32, 256], 4096),
   streamWarmup: quick ? 50 : 100,
-  streamRequests: int('BENCH_STREAM_REQUESTS', quick ? 150 : 400, 10),
-  streamConcurrency: list('BENCH_STREAM_CONCURRENCY', [32]),
-  streamMs: int('BENCH_STREAM_MS', quick ? 1_000 : 2_000, 100, 600_000),
-  chunks: int('BENCH_CHUNKS', 32, 1, 10_000),
-  gapMs: int('BENCH_CHUNK_GAP_MS', 0, 0, 10_000),
+  streamRequests: envInt('BENCH_STREAM_REQUESTS', quick ? 150 : 400, 10),
+  streamConcurrency: envIntList('BENCH_STREAM_CONCURRENCY', [32], 4096),
+  streamMs: envInt('BENCH_STREAM_MS', quick ? 1_000 : 2_000, 100, 600_000),
+  chunks: envInt('BENCH_CHUNKS', 32, 1, 10_000),
+  gapMs: envInt('BENCH_CHUNK_GAP_MS', 0, 0, 10_000),
   rename: flags.rename === true || truthy(env.BENCH_RENAME),
   profile: flags.profile === true || truthy(env.BENCH_PROFILE),
   /** Which Gantry runs under --cpu-prof: gantry, gantry-limits or gantry-redis. */
@@ -180,7 +159,7 @@ const settings = {
   redis: !off(env.BENCH_LIMITS) && !off(env.BENCH_REDIS),
   /** Phases the two limits targets take part in (undefined: all). */
   limitsPhases: phaseIds(env.BENCH_LIMITS_PHASES),
-  redisCountRequests: int('BENCH_REDIS_COUNT_REQUESTS', quick ? 500 : 2_000, 0, 1_000_000),
+  redisCountRequests: envInt('BENCH_REDIS_COUNT_REQUESTS', quick ? 500 : 2_000, 0, 1_000_000),
   redisServer: env.BENCH_REDIS_SERVER || 'redis-server',
 };
 if (!settings.phases.includes('throughput')) settings.concurrency = [];
