@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { addKey, LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { type Res, type RestOptions, restCall } from '../helpers/rest.js';
 import { ledgerRecords } from '../helpers/usage.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { startWebhookReceiver } from '../helpers/webhook-receiver.js';
@@ -102,13 +103,6 @@ interface ListBody {
   pagination: { current_page: number; per_page: number; total: number; last_page: number };
 }
 
-interface Res<T> {
-  status: number;
-  headers: Headers;
-  body: T;
-  text: string;
-}
-
 let gantry: TestGantry;
 
 beforeAll(async () => {
@@ -116,38 +110,14 @@ beforeAll(async () => {
 });
 afterAll(() => gantry?.close());
 
-interface CallOptions {
-  key?: string | null;
-  body?: unknown;
-  /** Sent as is (no JSON encoding). */
-  raw?: string;
-  contentType?: string | null;
-  headers?: Record<string, string>;
-}
+type CallOptions = Partial<RestOptions>;
 
-async function call<T = Prediction>(
-  method: string,
-  path: string,
-  options: CallOptions = {},
-): Promise<Res<T>> {
-  const headers: Record<string, string> = { ...options.headers };
-  const key = options.key === undefined ? gantry.key : options.key;
-  if (key !== null) headers['x-api-key'] = key;
-  let body: string | undefined;
-  if (options.raw !== undefined) body = options.raw;
-  else if (options.body !== undefined) body = JSON.stringify(options.body);
-  const contentType = options.contentType === undefined ? 'application/json' : options.contentType;
-  if (body !== undefined && contentType !== null) headers['content-type'] = contentType;
-  const url = path.startsWith('http') ? path : gantry.origin + path;
-  const res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }) });
-  const text = await res.text();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  return { status: res.status, headers: res.headers, body: parsed as T, text };
+/** A call as the test account (its key unless `key` says otherwise). */
+function call<T = Prediction>(method: string, path: string, options: CallOptions = {}): Promise<Res<T>> {
+  return restCall<T>(gantry.origin, method, path, {
+    ...options,
+    key: options.key === undefined ? gantry.key : options.key,
+  });
 }
 
 function create(body: Record<string, unknown>, options: Omit<CallOptions, 'body'> = {}) {

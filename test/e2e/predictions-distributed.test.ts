@@ -41,6 +41,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { type GantryProcess, spawnGantry } from '../helpers/gantry-process.js';
 import { freePort } from '../helpers/ports.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
+import { type Res, restCall } from '../helpers/rest.js';
 import { parseSse as parseSseEvents, type SseEvent as SseEventText } from '../helpers/sse-events.js';
 import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -80,13 +81,6 @@ interface Delivery {
   attempts: number;
   created_at: string;
   log: Array<{ outcome: string; status: number | null }>;
-}
-
-interface Res<T> {
-  status: number;
-  headers: Headers;
-  body: T;
-  text: string;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -209,30 +203,14 @@ function alive(pid: number): boolean {
 // Client
 // ---------------------------------------------------------------------------------------------------
 
-async function call<T = Prediction>(
+function call<T = Prediction>(
   g: GantryProcess | string,
   method: string,
   path: string,
   body?: unknown,
   headers: Record<string, string> = {},
 ): Promise<Res<T>> {
-  const origin = typeof g === 'string' ? g : g.origin;
-  const all: Record<string, string> = { 'x-api-key': KEY, ...headers };
-  if (body !== undefined) all['content-type'] = 'application/json';
-  const url = path.startsWith('http') ? path : origin + path;
-  const res = await fetch(url, {
-    method,
-    headers: all,
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  });
-  const text = await res.text();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  return { status: res.status, headers: res.headers, body: parsed as T, text };
+  return restCall<T>(typeof g === 'string' ? g : g.origin, method, path, { key: KEY, body, headers });
 }
 
 async function create(g: GantryProcess, body: Record<string, unknown>): Promise<Prediction> {

@@ -12,6 +12,7 @@ import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { addKey, LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { type Res, type RestOptions, restCall } from '../helpers/rest.js';
 import { parseSse, type SseEvent } from '../helpers/sse-events.js';
 import { ledgerRecords } from '../helpers/usage.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -60,13 +61,6 @@ interface ErrorEnvelope {
   error: { http_status: number; message: string; details: unknown; error_id: string };
 }
 
-interface Res<T> {
-  status: number;
-  headers: Headers;
-  body: T;
-  text: string;
-}
-
 let gantry: TestGantry;
 
 beforeAll(async () => {
@@ -74,32 +68,14 @@ beforeAll(async () => {
 });
 afterAll(() => gantry?.close());
 
-interface CallOptions {
-  key?: string | null;
-  body?: unknown;
-  headers?: Record<string, string>;
-}
+type CallOptions = Pick<Partial<RestOptions>, 'key' | 'body' | 'headers'>;
 
-async function call<T = Prediction>(
-  method: string,
-  path: string,
-  options: CallOptions = {},
-): Promise<Res<T>> {
-  const headers: Record<string, string> = { ...options.headers };
-  const key = options.key === undefined ? gantry.key : options.key;
-  if (key !== null) headers['x-api-key'] = key;
-  const body = options.body === undefined ? undefined : JSON.stringify(options.body);
-  if (body !== undefined) headers['content-type'] = 'application/json';
-  const url = path.startsWith('http') ? path : gantry.origin + path;
-  const res = await fetch(url, { method, headers, ...(body === undefined ? {} : { body }) });
-  const text = await res.text();
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    parsed = undefined;
-  }
-  return { status: res.status, headers: res.headers, body: parsed as T, text };
+/** A call as the test account (its key unless `key` says otherwise). */
+function call<T = Prediction>(method: string, path: string, options: CallOptions = {}): Promise<Res<T>> {
+  return restCall<T>(gantry.origin, method, path, {
+    ...options,
+    key: options.key === undefined ? gantry.key : options.key,
+  });
 }
 
 function create(body: Record<string, unknown>, key = gantry.key) {
@@ -593,16 +569,10 @@ describe('cancel and delete of a running prediction', () => {
     );
     const receiver = await startWebhookReceiver();
     try {
-      const post = async (url: string, body?: unknown) => {
-        const res = await fetch(url, {
-          method: 'POST',
-          headers: { 'x-api-key': impatient.key, 'content-type': 'application/json' },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        });
-        return { status: res.status, body: (await res.json()) as Prediction };
-      };
+      const post = (path: string, body?: unknown) =>
+        restCall<Prediction>(impatient.origin, 'POST', path, { key: impatient.key, body });
       const started = Date.now();
-      const res = await post(`${impatient.origin}/v1/predictions`, {
+      const res = await post('/v1/predictions', {
         model: VIDEO,
         input: SLOW_VIDEO,
         webhook: { url: receiver.url },
@@ -679,14 +649,8 @@ predictions: { retention_minutes: 1 }
   });
   afterAll(() => strict?.close());
 
-  async function strictCreate(body: Record<string, unknown>): Promise<Res<Prediction>> {
-    const res = await fetch(`${strict.origin}/v1/predictions`, {
-      method: 'POST',
-      headers: { 'x-api-key': strict.key, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    const text = await res.text();
-    return { status: res.status, headers: res.headers, body: JSON.parse(text) as Prediction, text };
+  function strictCreate(body: Record<string, unknown>): Promise<Res<Prediction>> {
+    return restCall<Prediction>(strict.origin, 'POST', '/v1/predictions', { key: strict.key, body });
   }
 
   it('refuses webhook URLs to link-local, loopback and private targets (allow_private off)', async () => {
