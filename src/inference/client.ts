@@ -9,7 +9,8 @@ import type { InferenceReply } from './exchange.js';
 export function clientGone(reply: InferenceReply): Cancellation {
   const cancellation = new Cancellation();
   const res = reply.raw;
-  res.once('close', () => {
+  // 'close' comes once per response: `on` spares the wrapper `once` allocates per request.
+  res.on('close', () => {
     if (!res.writableFinished) cancellation.abort();
   });
   return cancellation;

@@ -216,7 +216,8 @@ export async function openTicket(
     // A lease that holds nothing (no limited bucket, or admitted while the limiter was down) needs no renewal.
     if (admission.lease.buckets.length > 0) ticket.keepLeaseAlive();
   }
-  reply.raw.once('close', () => {
+  // 'close' comes once per response: `on` spares the wrapper `once` allocates per request.
+  reply.raw.on('close', () => {
     // A throw in a socket's close listener would take the process down: report it with the request.
     try {
       ticket.finish();

@@ -130,6 +130,30 @@ describe('the fast path answers as fastify does', () => {
       { path: '/v1/chat/completions', headers: JSON_TYPE, body: '{"__proto__": {"x": 1}}' },
     ],
     [
+      'a prototype-poisoning key spelt with escapes',
+      { path: '/v1/chat/completions', headers: JSON_TYPE, body: '{"\\u005f_proto__": {"x": 1}}' },
+    ],
+    [
+      'a constructor.prototype body',
+      {
+        path: '/v1/chat/completions',
+        headers: JSON_TYPE,
+        body: '{"model":"gantry/local-chat","constructor":{"prototype":{"x":1}},"messages":[]}',
+      },
+    ],
+    [
+      'a body with harmless escapes',
+      {
+        path: '/v1/chat/completions',
+        headers: JSON_TYPE,
+        body: '{"model":"gantry/local-chat","messages":[{"role":"user","content":"caf\\u00e9 \\ud83d\\ude00"}]}',
+      },
+    ],
+    [
+      'a body with a byte order mark',
+      { path: '/v1/chat/completions', headers: JSON_TYPE, body: `\ufeff${chat()}` },
+    ],
+    [
       'an invalid parameter',
       { path: '/v1/chat/completions', headers: JSON_TYPE, body: chat({ temperature: 9 }) },
     ],
