@@ -37,12 +37,12 @@ export class OpenAIProvider implements InferenceProvider {
       timeouts: config.timeouts,
     };
     if (config.supportsResponses) {
-      this.responses = (body, ctx) => this.post('/responses', body, ctx, isResponsesEnd);
+      this.responses = (body, ctx) => this.post('/responses', body, ctx, isResponsesEnd, ctx.bodyText);
     }
   }
 
   chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
-    return this.post('/chat/completions', body, ctx, null);
+    return this.post('/chat/completions', body, ctx, null, ctx.bodyText);
   }
 
   embeddings(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
@@ -53,19 +53,24 @@ export class OpenAIProvider implements InferenceProvider {
     return this.client.close();
   }
 
-  /** `isEnd` recognises the last event of a stream with no `[DONE]` (Responses); null: chat framing. */
+  /**
+   * `isEnd` recognises the last event of a stream with no `[DONE]` (Responses); null: chat framing.
+   * `bodyText`: the client's own JSON text of `body` (CallContext), sent instead of serialising it again.
+   */
   private async post(
     path: string,
     body: JsonObject,
     ctx: CallContext,
     isEnd: ((event: SseEvent) => boolean) | null,
+    bodyText?: string,
   ): Promise<ProviderResult> {
+    const payload = bodyText ?? JSON.stringify(body);
     if (body.stream !== true) {
       const { value: json, text } = await this.client.requestJson(
         'POST',
         path,
         this.headers,
-        JSON.stringify(body),
+        payload,
         ctx.cancel ?? ctx.signal,
       );
       if (json === null || typeof json !== 'object' || Array.isArray(json)) {
@@ -73,7 +78,7 @@ export class OpenAIProvider implements InferenceProvider {
       }
       return { kind: 'json', body: json as JsonObject, text };
     }
-    const res = await this.client.request('POST', path, this.headers, JSON.stringify(body), ctx.signal);
+    const res = await this.client.request('POST', path, this.headers, payload, ctx.signal);
     await requireEventStream(res, this.name);
     return { kind: 'stream', events: this.events(res.body, isEnd) };
   }

@@ -40,6 +40,12 @@ export interface CallContext {
    */
   readonly cancel?: Cancellation;
   requestId: string;
+  /**
+   * The client's JSON text of the body the provider was given, when that body is the request's own,
+   * unchanged (no defaults added, no model renamed): an upstream that takes the same JSON can be sent
+   * these bytes instead of a new serialisation.
+   */
+  readonly bodyText?: string | undefined;
 }
 
 export interface InferenceProvider {

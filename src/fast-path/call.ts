@@ -7,6 +7,7 @@ import { JSON_CONTENT_TYPE } from '../routes/answer.js';
 /** The request side of a fast-path call: what fastify's request would hold, and no more. */
 export class FastRequest implements InferenceRequest {
   body: unknown = undefined;
+  bodyText: string | undefined = undefined;
   principal: Principal | null = null;
   labels: CallLabels = { model: 'none', provider: 'none' };
   errorId: string | null = null;

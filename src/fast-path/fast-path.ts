@@ -133,6 +133,7 @@ export class FastPath {
         }
         if (body !== NOT_PARSED) {
           request.body = body;
+          request.bodyText = text;
           this.run(request, reply, handler);
           return;
         }

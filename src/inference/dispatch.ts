@@ -52,18 +52,19 @@ export async function dispatch(
   for (const route of model.entry.routes) {
     const provider = gantry.providers.get(route.provider);
     if (!provider || (options.accepts && !options.accepts(provider))) continue;
+    const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
     // A failed attempt releases its own upstream connection (providers/http.ts), so the client's signal
     // is all an attempt needs.
     const ctx: CallContext = {
       cancel,
       requestId,
+      bodyText: upstreamBody === request.body ? request.bodyText : undefined,
       get signal() {
         return cancel.signal;
       },
     };
     let holding = false;
     try {
-      const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
       let result = await call(provider, upstreamBody, ctx);
       if (result.kind === 'stream') {
         holding = true;

@@ -29,6 +29,11 @@ export interface InferenceRequest {
   readonly headers: IncomingHttpHeaders;
   /** The parsed JSON body. */
   readonly body: unknown;
+  /**
+   * The JSON text `body` was parsed from by JSON.parse alone, when there is one (the fast path's plain
+   * bodies): sent upstream as it is when nothing in the body was changed.
+   */
+  readonly bodyText?: string | undefined;
   /** A logger bound to this request's id. */
   readonly log: CallLog;
   principal: Principal | null;

@@ -1,7 +1,8 @@
 /**
  * Non-streamed answers of an OpenAI-compatible upstream reach the client as the upstream wrote them
  * (whitespace, key order, fields Gantry does not know) when nothing needs changing, through the fast path
- * and through fastify alike; a renamed model is the one case that re-serialises the body.
+ * and through fastify alike; a renamed model is the one case that re-serialises the body. Requests go the
+ * other way the same: the fast path sends the client's own JSON text upstream when nothing in it changes.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -43,6 +44,8 @@ function embeddingText(model: string): string {
 let upstream: Server;
 let upstreamUrl: string;
 const sent: string[] = [];
+/** The request bodies the upstream received, as bytes. */
+const received: string[] = [];
 
 beforeAll(async () => {
   upstream = createServer((req, res) => {
@@ -51,6 +54,7 @@ beforeAll(async () => {
       raw += chunk.toString('utf8');
     });
     req.on('end', () => {
+      received.push(raw);
       const model = (JSON.parse(raw) as { model: string }).model;
       const text = req.url?.endsWith('/embeddings') ? embeddingText(model) : completionText(model);
       sent.push(text);
@@ -82,6 +86,12 @@ models:
     type: text
     apis: [chat]
     routes: [{ provider: up, model: internal-7b }]
+  - namespace: acme/defaults
+    name: With defaults
+    type: text
+    apis: [chat]
+    defaults: { temperature: 0.5 }
+    routes: [{ provider: up, model: acme/defaults }]
 `;
 
 for (const fastPath of [true, false]) {
@@ -135,6 +145,48 @@ for (const fastPath of [true, false]) {
       const res = await post('/embeddings', { model: 'acme/chat', input: 'hi' });
       expect(res.status).toBe(200);
       expect(res.text).toBe(sent.at(-1));
+    });
+
+    // Spaced, keys in the client's order, a field Gantry does not know: what a hand-written client sends.
+    const clientText = (model: string) =>
+      `{ "messages": [ { "role": "user", "content": "hi" } ],\n  "x_vendor": { "a": 1 }, "model": "${model}" }`;
+
+    async function postText(text: string) {
+      const res = await request(`${gantry.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${gantry.key}` },
+        body: text,
+      });
+      return { status: res.statusCode, text: await res.body.text() };
+    }
+
+    it(
+      fastPath
+        ? 'sends the client’s request text upstream as it is when nothing in it changes'
+        : 'sends the request upstream re-serialised (the same JSON value)',
+      async () => {
+        const text = clientText('acme/chat');
+        const res = await postText(text);
+        expect(res.status).toBe(200);
+        const upstreamGot = received.at(-1) as string;
+        expect(JSON.parse(upstreamGot)).toEqual(JSON.parse(text));
+        if (fastPath) expect(upstreamGot).toBe(text);
+        else expect(upstreamGot).toBe(JSON.stringify(JSON.parse(text)));
+      },
+    );
+
+    it('re-serialises a request whose model is renamed or that gains defaults', async () => {
+      expect((await postText(clientText('acme/renamed'))).status).toBe(200);
+      expect(JSON.parse(received.at(-1) as string)).toEqual({
+        ...JSON.parse(clientText('x')),
+        model: 'internal-7b',
+      });
+
+      expect((await postText(clientText('acme/defaults'))).status).toBe(200);
+      expect(JSON.parse(received.at(-1) as string)).toEqual({
+        ...JSON.parse(clientText('acme/defaults')),
+        temperature: 0.5,
+      });
     });
 
     it('re-serialises only to rename the model: the client sees the name it asked for', async () => {
