@@ -1,3 +1,4 @@
+import type { Cancellation } from '../../providers/abort.js';
 import type {
   CallContext,
   InferenceProvider,
@@ -55,14 +56,11 @@ export async function dispatch(
     const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
     // A failed attempt releases its own upstream connection (providers/http.ts), so the client's signal
     // is all an attempt needs.
-    const ctx: CallContext = {
+    const ctx = new AttemptContext(
       cancel,
       requestId,
-      bodyText: upstreamBody === request.body ? request.bodyText : undefined,
-      get signal() {
-        return cancel.signal;
-      },
-    };
+      upstreamBody === request.body ? request.bodyText : undefined,
+    );
     let holding = false;
     try {
       let result = await call(provider, upstreamBody, ctx);
@@ -92,6 +90,19 @@ export async function dispatch(
   throw new GantryError('MODEL_UNAVAILABLE', {
     message: `No provider is configured to serve ${model.entry.namespace}`,
   });
+}
+
+/** One attempt's CallContext; a class, so the `signal` getter is not made again for every attempt. */
+class AttemptContext implements CallContext {
+  constructor(
+    readonly cancel: Cancellation,
+    readonly requestId: string,
+    readonly bodyText: string | undefined,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.cancel.signal;
+  }
 }
 
 /**

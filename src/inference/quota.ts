@@ -23,20 +23,25 @@ const METRIC_NAMES = {
   outputTokens: 'output_tokens',
 } as const;
 
-const specCache = new WeakMap<GantryConfig, Map<string, readonly BucketSpec[]>>();
+/** config → tier name → model entry → its buckets; keyed by objects, so a lookup builds no string. */
+const specCache = new WeakMap<GantryConfig, Map<string, WeakMap<ModelEntry, readonly BucketSpec[]>>>();
 
 /**
  * The account bucket and the account×model bucket for a tier and a model. Ceilings come from the tier,
  * then the model's own `limits`, then the tier's per-model override. Built once per tier and model.
  */
 export function bucketsFor(config: GantryConfig, tierName: string, model: ModelEntry): readonly BucketSpec[] {
-  let cache = specCache.get(config);
-  if (!cache) {
-    cache = new Map();
-    specCache.set(config, cache);
+  let tiers = specCache.get(config);
+  if (!tiers) {
+    tiers = new Map();
+    specCache.set(config, tiers);
   }
-  const cacheKey = `${tierName}\u0000${model.namespace}`;
-  let specs = cache.get(cacheKey);
+  let cache = tiers.get(tierName);
+  if (!cache) {
+    cache = new WeakMap();
+    tiers.set(tierName, cache);
+  }
+  let specs = cache.get(model);
   if (!specs) {
     const tier = config.tiers[tierName] ?? {};
     const window = tier.window_seconds ?? DEFAULT_WINDOW_SECONDS;
@@ -47,7 +52,7 @@ export function bucketsFor(config: GantryConfig, tierName: string, model: ModelE
       accountBucket(toLimits(tier.account, window)),
       modelBucket(model.namespace, toLimits(modelCeilings, window)),
     ].filter(hasCeiling);
-    cache.set(cacheKey, specs);
+    cache.set(model, specs);
   }
   return specs;
 }

@@ -4,7 +4,7 @@ import type { CatalogModel } from '../catalog.js';
 import type { Lease } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { assertCredits } from '../usage/credit-check.js';
-import { newUsageId, type UsageApi, type UsageOutcome } from '../usage/index.js';
+import { newUsageId, type UsageApi, type UsageOutcome, usageTime } from '../usage/index.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { admitOrRefuse, bucketsFor, limitsInputTokens, quotaHeaders } from './quota.js';
 import { principalOf } from './resolve.js';
@@ -97,9 +97,10 @@ export class Ticket {
 
     const principal = principalOf(this.request);
     const ttftMs = this.meter?.firstTokenAt === undefined ? null : this.meter.firstTokenAt - this.startedAt;
+    const now = Date.now();
     gantry.services.usage.add({
-      id: newUsageId(),
-      time: new Date().toISOString(),
+      id: newUsageId(now),
+      time: usageTime(now),
       account_id: principal.account.id,
       key_id: principal.key.id,
       model: entry.namespace,

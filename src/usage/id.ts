@@ -44,3 +44,15 @@ export function newUsageId(now: number = Date.now()): string {
     `${HEX[0x80 | ((pool[r] as number) & 0x3f)]}${poolHex.slice(h + 2, h + 4)}-${poolHex.slice(h + 4, h + 16)}`
   );
 }
+
+let isoMs = -1;
+let isoText = '';
+
+/** `now` as an ISO 8601 timestamp (a usage record's time), formatted once per millisecond. */
+export function usageTime(now: number = Date.now()): string {
+  if (now !== isoMs) {
+    isoMs = now;
+    isoText = new Date(now).toISOString();
+  }
+  return isoText;
+}

@@ -10,7 +10,7 @@ export { creditRefusal, fromMicros, MICROS_PER_CREDIT, toMicros } from './credit
 export { RedisCreditStore, type RedisCreditStoreOptions } from './credits-redis.js';
 export { CreditDebitSink } from './credits-sink.js';
 export { type LedgerEntry, SqliteCreditStore, type SqliteCreditStoreOptions } from './credits-sqlite.js';
-export { newUsageId } from './id.js';
+export { newUsageId, usageTime } from './id.js';
 export { JsonlUsageSink, type JsonlUsageSinkOptions } from './jsonl-sink.js';
 export type { MediaUnits, UsageApi, UsageOutcome, UsageRecord } from './record.js';
 export { assertUsageBatch, UsageRecordError, usageRecordProblem } from './record.js';

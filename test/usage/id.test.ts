@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newUsageId } from '../../src/usage/id.js';
+import { newUsageId, usageTime } from '../../src/usage/id.js';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -18,5 +18,15 @@ describe('newUsageId', () => {
     expect(new Set(ids).size).toBe(ids.length);
     expect([...ids].sort()).toEqual(ids);
     for (const id of ids) expect(id).toMatch(UUID_V7);
+  });
+});
+
+describe('usageTime', () => {
+  it('is the ISO 8601 time of the millisecond given, the same text within one millisecond', () => {
+    const ms = Date.UTC(2026, 10, 22, 3, 4, 5, 678);
+    expect(usageTime(ms)).toBe('2026-11-22T03:04:05.678Z');
+    expect(usageTime(ms)).toBe(usageTime(ms));
+    expect(usageTime(ms + 1)).toBe('2026-11-22T03:04:05.679Z');
+    expect(usageTime(ms)).toBe('2026-11-22T03:04:05.678Z');
   });
 });
