@@ -1,4 +1,4 @@
-import type { Counter, Histogram } from 'prom-client';
+import type { Counter, Gauge, Histogram } from 'prom-client';
 
 /**
  * Label children for the request path that update prom-client's own stored value directly.
@@ -100,6 +100,32 @@ export function counterChild<T extends string>(metric: Counter<T>, labels: Label
         return;
       }
       entry.value += value;
+    },
+  };
+}
+
+export interface GaugeChild {
+  /** Adds `delta` (negative to take away), as prom-client's inc/dec. */
+  add(delta: number): void;
+}
+
+export function gaugeChild<T extends string>(metric: Gauge<T>, labels: Labels): GaugeChild {
+  const fallback = metric.labels(labels as Partial<Record<T, string>>);
+  let entry: StoredValue | undefined;
+  let known = true;
+  return {
+    add(delta: number): void {
+      if (entry === undefined || !Number.isFinite(delta)) {
+        if (delta < 0) fallback.dec(-delta);
+        else fallback.inc(delta);
+        if (known) {
+          entry = stored<StoredValue>(metric, labels);
+          known = entry !== undefined && typeof entry.value === 'number';
+          if (!known) entry = undefined;
+        }
+        return;
+      }
+      entry.value += delta;
     },
   };
 }

@@ -1,5 +1,12 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { type CountChild, counterChild, histogramChild, type ObserveChild } from './metric-children.js';
+import {
+  type CountChild,
+  counterChild,
+  type GaugeChild,
+  gaugeChild,
+  histogramChild,
+  type ObserveChild,
+} from './metric-children.js';
 
 /**
  * Gantry's Prometheus metrics. Names follow the OpenTelemetry GenAI semantic conventions where one exists
@@ -185,6 +192,17 @@ export class Metrics {
   // (bounded) label combination, children that update the stored value directly (metric-children.ts).
   private readonly requestChildren = new Map<string, RequestChildren>();
   private readonly inferenceChildren = new Map<string, InferenceChildren>();
+  private readonly inflightChildren = new Map<string, GaugeChild>();
+
+  /** An inference call on `api` began (+1) or ended (-1): the in-flight gauge, without label hashing. */
+  inflightAdd(api: string, delta: number): void {
+    let child = this.inflightChildren.get(api);
+    if (!child) {
+      child = gaugeChild(this.inflight, { route: api });
+      this.inflightChildren.set(api, child);
+    }
+    child.add(delta);
+  }
 
   /** One finished HTTP request. */
   requestDone(

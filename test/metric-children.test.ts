@@ -1,6 +1,6 @@
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { counterChild, histogramChild } from '../src/metric-children.js';
+import { counterChild, gaugeChild, histogramChild } from '../src/metric-children.js';
 
 /** The same observations through prom-client's children and through ours must expose the same text. */
 function pair() {
@@ -19,7 +19,13 @@ function pair() {
       labelNames: ['route', 'direction'] as const,
       registers: [registry],
     });
-    return { registry, histogram, counter };
+    const gauge = new Gauge({
+      name: 'g_inflight',
+      help: 'g',
+      labelNames: ['route'] as const,
+      registers: [registry],
+    });
+    return { registry, histogram, counter, gauge };
   };
   return { ours: make(), theirs: make() };
 }
@@ -51,6 +57,16 @@ describe('metric children', () => {
     // A child never used adds no series, as with prom-client.
     void oursOut;
 
+    const oursGauge = gaugeChild(ours.gauge, { route: 'chat' });
+    const theirsGauge = theirs.gauge.labels({ route: 'chat' });
+    for (const delta of [1, 1, -1, 1, -1, -1, 1]) {
+      oursGauge.add(delta);
+      if (delta < 0) theirsGauge.dec(-delta);
+      else theirsGauge.inc(delta);
+    }
+    gaugeChild(ours.gauge, { route: 'embeddings' }).add(-1);
+    theirs.gauge.labels({ route: 'embeddings' }).dec();
+
     expect(await ours.registry.metrics()).toBe(await theirs.registry.metrics());
   });
 
@@ -64,7 +80,12 @@ describe('metric children', () => {
     h.observe(0.5);
     ours.histogram.observe({ route: '/a', status: '200' }, 0.005);
     h.observe(2);
+    const g = gaugeChild(ours.gauge, { route: 'chat' });
+    g.add(1);
+    ours.gauge.inc({ route: 'chat' }, 2);
+    g.add(-1);
     const text = await ours.registry.metrics();
+    expect(text).toContain('g_inflight{route="chat"} 2');
     expect(text).toContain('c_total{route="/a",direction="input"} 10');
     expect(text).toContain('h_seconds_count{route="/a",status="200"} 3');
     expect(text).toContain('h_seconds_bucket{le="0.01",route="/a",status="200"} 1');

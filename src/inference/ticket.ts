@@ -122,7 +122,7 @@ export class Ticket {
     });
 
     const m = gantry.services.metrics;
-    m.inflight.dec({ route: req.api });
+    m.inflightAdd(req.api, -1);
     if (req.stream) m.inflightStreams.dec();
     m.inferenceDone(req.api, entry.namespace, this.provider, outcome, {
       seconds: latencyMs / 1000,
@@ -211,7 +211,7 @@ export async function openTicket(
   if (admission.quota.length > 0) reply.headers(quotaHeaders(admission.quota));
 
   const ticket = new Ticket(gantry, request, reply, req, admission.lease, inputTokens);
-  services.metrics.inflight.inc({ route: req.api });
+  services.metrics.inflightAdd(req.api, 1);
   if (req.stream) {
     services.metrics.inflightStreams.inc();
     // A lease that holds nothing (no limited bucket, or admitted while the limiter was down) needs no renewal.
