@@ -109,6 +109,10 @@ export interface GaugeChild {
   add(delta: number): void;
 }
 
+/**
+ * As the other children: a gauge updated only through its children and prom-client's inc/dec (set(),
+ * reset() and remove() replace the stored value, which a child would then no longer see).
+ */
 export function gaugeChild<T extends string>(metric: Gauge<T>, labels: Labels): GaugeChild {
   const fallback = metric.labels(labels as Partial<Record<T, string>>);
   let entry: StoredValue | undefined;

@@ -68,6 +68,8 @@ export async function dispatch(
         holding = true;
         result = { kind: 'stream', events: await holdPreamble(result.events, options.isPreamble) };
       }
+      // The upstream has the request: its text is not needed again (see InferenceRequest.bodyText).
+      if (request.bodyText !== undefined) request.bodyText = undefined;
       return { result, provider, upstreamModel: route.model };
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;

@@ -31,9 +31,10 @@ export interface InferenceRequest {
   readonly body: unknown;
   /**
    * The JSON text `body` was parsed from by JSON.parse alone, when there is one (the fast path's plain
-   * bodies): sent upstream as it is when nothing in the body was changed.
+   * bodies): sent upstream as it is when nothing in the body was changed. dispatch() drops it once the
+   * upstream has answered, so a long stream does not hold the request's text as well as its body.
    */
-  readonly bodyText?: string | undefined;
+  bodyText?: string | undefined;
   /** A logger bound to this request's id. */
   readonly log: CallLog;
   principal: Principal | null;

@@ -10,7 +10,7 @@ let poolOffset = POOL_SIZE;
 
 let lastMs = -1;
 let sequence = 0;
-/** The first 14 characters of every id made in `lastMs`: its time, and the version digit 7. */
+/** The first 15 characters of every id made in `lastMs`: its time, and the version digit 7. */
 let timePrefix = '';
 
 const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
