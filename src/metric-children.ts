@@ -84,24 +84,44 @@ export function histogramChild<T extends string>(metric: Histogram<T>, labels: L
   };
 }
 
-export function counterChild<T extends string>(metric: Counter<T>, labels: Labels): CountChild {
-  const fallback = metric.labels(labels as Partial<Record<T, string>>);
+/**
+ * Adds to a `{labels, value}` entry (counters, gauges): `first` goes through prom-client, which makes the
+ * entry, as does any value `accepts` refuses; later values add to the entry in place.
+ */
+function valueAdder(
+  metric: object,
+  labels: Labels,
+  first: (delta: number) => void,
+  accepts: (delta: number) => boolean,
+): (delta: number) => void {
   let entry: StoredValue | undefined;
   let known = true;
+  return (delta) => {
+    if (entry === undefined || !accepts(delta)) {
+      first(delta);
+      if (known) {
+        entry = stored<StoredValue>(metric, labels);
+        known = entry !== undefined && typeof entry.value === 'number';
+        if (!known) entry = undefined;
+      }
+      return;
+    }
+    entry.value += delta;
+  };
+}
+
+export function counterChild<T extends string>(metric: Counter<T>, labels: Labels): CountChild {
+  const fallback = metric.labels(labels as Partial<Record<T, string>>);
+  const add = valueAdder(metric, labels, (value) => fallback.inc(value), isCount);
   return {
     inc(value = 1): void {
-      if (entry === undefined || !(value >= 0) || !Number.isFinite(value)) {
-        fallback.inc(value);
-        if (known) {
-          entry = stored<StoredValue>(metric, labels);
-          known = entry !== undefined && typeof entry.value === 'number';
-          if (!known) entry = undefined;
-        }
-        return;
-      }
-      entry.value += value;
+      add(value);
     },
   };
+}
+
+function isCount(value: number): boolean {
+  return value >= 0 && Number.isFinite(value);
 }
 
 export interface GaugeChild {
@@ -115,21 +135,6 @@ export interface GaugeChild {
  */
 export function gaugeChild<T extends string>(metric: Gauge<T>, labels: Labels): GaugeChild {
   const fallback = metric.labels(labels as Partial<Record<T, string>>);
-  let entry: StoredValue | undefined;
-  let known = true;
-  return {
-    add(delta: number): void {
-      if (entry === undefined || !Number.isFinite(delta)) {
-        if (delta < 0) fallback.dec(-delta);
-        else fallback.inc(delta);
-        if (known) {
-          entry = stored<StoredValue>(metric, labels);
-          known = entry !== undefined && typeof entry.value === 'number';
-          if (!known) entry = undefined;
-        }
-        return;
-      }
-      entry.value += delta;
-    },
-  };
+  const first = (delta: number) => (delta < 0 ? fallback.dec(-delta) : fallback.inc(delta));
+  return { add: valueAdder(metric, labels, first, Number.isFinite) };
 }
