@@ -47,12 +47,24 @@ export function newUsageId(now: number = Date.now()): string {
 
 let isoMs = -1;
 let isoText = '';
+let isoSecond = -1;
+/** `YYYY-MM-DDTHH:MM:SS.` of `isoSecond`. */
+let isoPrefix = '';
+const MILLIS = Array.from({ length: 1000 }, (_, ms) => String(ms).padStart(3, '0'));
 
-/** `now` as an ISO 8601 timestamp (a usage record's time), formatted once per millisecond. */
+/**
+ * `now` as an ISO 8601 timestamp (a usage record's time), as Date.prototype.toISOString() writes it: the
+ * date and time formatted once per second, the milliseconds appended.
+ */
 export function usageTime(now: number = Date.now()): string {
   if (now !== isoMs) {
     isoMs = now;
-    isoText = new Date(now).toISOString();
+    const second = Math.floor(now / 1000);
+    if (second !== isoSecond) {
+      isoSecond = second;
+      isoPrefix = new Date(second * 1000).toISOString().slice(0, 20);
+    }
+    isoText = `${isoPrefix}${MILLIS[now - second * 1000]}Z`;
   }
   return isoText;
 }

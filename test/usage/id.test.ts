@@ -29,4 +29,15 @@ describe('usageTime', () => {
     expect(usageTime(ms + 1)).toBe('2026-11-22T03:04:05.679Z');
     expect(usageTime(ms)).toBe('2026-11-22T03:04:05.678Z');
   });
+
+  it('writes what toISOString writes, across seconds, minutes and years', () => {
+    const starts = [Date.UTC(2026, 11, 31, 23, 59, 59, 990), Date.UTC(2024, 1, 29, 0, 0, 0, 0), 1, 999, 1000];
+    for (const start of starts) {
+      for (let ms = start; ms < start + 25; ms++) expect(usageTime(ms)).toBe(new Date(ms).toISOString());
+    }
+    for (let i = 0; i < 2000; i++) {
+      const ms = Math.floor(Math.random() * 4_000_000_000_000);
+      expect(usageTime(ms)).toBe(new Date(ms).toISOString());
+    }
+  });
 });
