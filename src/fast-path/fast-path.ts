@@ -124,19 +124,12 @@ export class FastPath {
         chunks.length === 1
           ? (chunks[0] as Buffer).toString('utf8')
           : Buffer.concat(chunks, received).toString('utf8');
-      if (parsesPlainly(text)) {
-        let body: unknown;
-        try {
-          body = JSON.parse(text);
-        } catch {
-          body = NOT_PARSED;
-        }
-        if (body !== NOT_PARSED) {
-          request.body = body;
-          request.bodyText = text;
-          this.run(request, reply, handler);
-          return;
-        }
+      const plain = parsePlain(text);
+      if (plain !== NOT_PARSED) {
+        request.body = plain;
+        request.bodyText = text;
+        this.run(request, reply, handler);
+        return;
       }
       this.parseJson(null, text, (parseError, body) => {
         if (parseError) {
@@ -182,13 +175,21 @@ export class FastPath {
 const NOT_PARSED = Symbol('not parsed');
 
 /**
- * fastify's JSON parser (secure-json-parse) runs two regular expressions over every body, looking for
- * keys that could poison a prototype. A body without "__proto__", "constructor" or a \u escape (which
- * could spell either) cannot match them, so JSON.parse alone gives the same result. Every other body,
- * and every body JSON.parse refuses, goes through fastify's parser for its exact result and errors.
+ * The body parsed by JSON.parse alone, or NOT_PARSED. fastify's JSON parser (secure-json-parse) runs two
+ * regular expressions over every body, looking for keys that could poison a prototype. A body without
+ * "__proto__", "constructor" or a \u escape (which could spell either) cannot match them, so JSON.parse
+ * alone gives the same result. Every other body, and every body JSON.parse refuses, is left to
+ * fastify's parser for its exact result and errors.
  */
-function parsesPlainly(text: string): boolean {
-  return text.indexOf('\\u') === -1 && text.indexOf('__proto__') === -1 && text.indexOf('constructor') === -1;
+function parsePlain(text: string): unknown {
+  if (text.indexOf('\\u') !== -1 || text.indexOf('__proto__') !== -1 || text.indexOf('constructor') !== -1) {
+    return NOT_PARSED;
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    return NOT_PARSED;
+  }
 }
 
 function requestIdOf(req: IncomingMessage): string {

@@ -3,6 +3,7 @@ import {
   type CreditStore,
   checkDebit,
   checkDefaultBalance,
+  checkGrant,
   type Debit,
   type DebitResult,
   type DefaultBalance,
@@ -158,12 +159,11 @@ export class RedisCreditStore implements CreditStore {
   }
 
   async grant(accountId: string, credits: number, note: string): Promise<number> {
-    if (typeof accountId !== 'string' || accountId.length === 0)
-      throw new RangeError('accountId is required');
+    const micros = checkGrant(accountId, credits);
     const reply = await GRANT_SCRIPT.run(
       this.redis,
       [this.balancesKey, `${this.prefix}:ledger`],
-      [accountId, toMicros(credits), this.defaultArg, note, new Date().toISOString()],
+      [accountId, micros, this.defaultArg, note, new Date().toISOString()],
     );
     return this.remember(accountId, toCredits(reply));
   }

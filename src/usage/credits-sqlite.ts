@@ -2,6 +2,7 @@ import {
   type CreditStore,
   checkDebit,
   checkDefaultBalance,
+  checkGrant,
   type Debit,
   type DebitResult,
   type DefaultBalance,
@@ -123,9 +124,7 @@ export class SqliteCreditStore implements CreditStore {
   }
 
   grant(accountId: string, credits: number, note: string): number {
-    if (typeof accountId !== 'string' || accountId.length === 0)
-      throw new RangeError('accountId is required');
-    const micros = this.grantTx(accountId, toMicros(credits), note);
+    const micros = this.grantTx(accountId, checkGrant(accountId, credits), note);
     this.cache?.set(accountId, micros);
     return fromMicros(micros);
   }

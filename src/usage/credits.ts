@@ -67,6 +67,12 @@ export function fromMicros(micros: number): number {
   return micros / MICROS_PER_CREDIT;
 }
 
+/** A grant's arguments checked as every store checks them; returns the credits in micros. */
+export function checkGrant(accountId: string, credits: number): number {
+  if (typeof accountId !== 'string' || accountId.length === 0) throw new RangeError('accountId is required');
+  return toMicros(credits);
+}
+
 export function checkDebit(d: Debit): void {
   if (typeof d.accountId !== 'string' || d.accountId.length === 0)
     throw new RangeError('accountId is required');

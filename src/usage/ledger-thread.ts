@@ -3,12 +3,12 @@ import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { CreditStore, Debit, DebitResult } from './credits.js';
-import { checkDebit, toMicros } from './credits.js';
+import { checkDebit, checkGrant } from './credits.js';
 import type { SqliteCreditStore } from './credits-sqlite.js';
 import type { LedgerRequest, LedgerResponse, LedgerWorkerData } from './ledger-protocol.js';
-import { assertUsageBatch, type UsageRecord } from './record.js';
+import type { UsageRecord } from './record.js';
 import type { UsageSink } from './sink.js';
-import { pushUsageRow, type UsageRowValues } from './sqlite-sink.js';
+import { usageRows } from './sqlite-sink.js';
 
 /** Distributive Omit, so each variant of the request union keeps its own fields. */
 type LedgerCall = LedgerRequest extends infer R ? (R extends LedgerRequest ? Omit<R, 'id'> : never) : never;
@@ -144,10 +144,7 @@ export class ThreadedUsageSink implements UsageSink {
   /** Checked here, whole, as every sink does; sent as rows of plain values (see writeRows). */
   async write(records: UsageRecord[]): Promise<void> {
     if (records.length === 0) return;
-    assertUsageBatch(records);
-    const rows: UsageRowValues = [];
-    for (const record of records) pushUsageRow(rows, record);
-    await this.thread.call({ op: 'write', rows });
+    await this.thread.call({ op: 'write', rows: usageRows(records) });
   }
 
   async close(): Promise<void> {}
@@ -193,9 +190,7 @@ export class ThreadedCreditStore implements CreditStore {
   }
 
   async grant(accountId: string, credits: number, note: string): Promise<number> {
-    if (typeof accountId !== 'string' || accountId.length === 0)
-      throw new RangeError('accountId is required');
-    toMicros(credits);
+    checkGrant(accountId, credits);
     const generation = this.reader.generation;
     try {
       const balance = (await this.thread.call({ op: 'grant', accountId, credits, note })) as number;

@@ -139,16 +139,12 @@ export class SqliteUsageSink implements UsageSink {
 
   /** write(), synchronously. */
   writeNow(records: UsageRecord[]): void {
-    if (records.length === 0) return;
-    assertUsageBatch(records);
-    const values: UsageRowValues = [];
-    for (const record of records) pushUsageRow(values, record);
-    this.insertRows(values);
+    if (records.length > 0) this.insertRows(usageRows(records));
   }
 
   /**
-   * Rows flattened by pushUsageRow from records already checked (the batcher checks each in add()): the
-   * ledger thread's form, since an array of plain values crosses to a worker at half the cost of objects.
+   * Rows made by usageRows (so already checked): the ledger thread's form, since an array of plain values
+   * crosses to a worker at half the cost of objects.
    */
   writeRows(values: UsageRowValues): void {
     if (values.length % COLUMNS.length !== 0) throw new RangeError('usage rows: a partial row');
@@ -177,6 +173,14 @@ export class SqliteUsageSink implements UsageSink {
 
 /** Usage records as their ledger columns, row after row (pushUsageRow). */
 export type UsageRowValues = Array<string | number | null>;
+
+/** Checks the whole batch (a batch is stored whole or not at all), then flattens it into rows. */
+export function usageRows(records: readonly UsageRecord[]): UsageRowValues {
+  assertUsageBatch(records);
+  const values: UsageRowValues = [];
+  for (const record of records) pushUsageRow(values, record);
+  return values;
+}
 
 /** Appends a record's column values, in the ledger's column order. */
 export function pushUsageRow(values: UsageRowValues, r: UsageRecord): void {
