@@ -1,7 +1,7 @@
 import { dirname, join } from 'node:path';
 import { CREDIT_SCHEMA } from './credits-sqlite.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
-import { USAGE_SCHEMA } from './sqlite-sink.js';
+import { USAGE_COLUMNS, USAGE_SCHEMA } from './sqlite-sink.js';
 
 /**
  * The tables of the ledger file, each with the columns carried over from an older store file. `only`
@@ -10,10 +10,7 @@ import { USAGE_SCHEMA } from './sqlite-sink.js';
 const MOVED_TABLES: ReadonlyArray<{ table: string; columns: string; order: string; only?: string }> = [
   {
     table: 'usage_records',
-    columns:
-      'id, time, account_id, key_id, model, provider, api, outcome, status, error_id, input_tokens, ' +
-      'cached_input_tokens, output_tokens, media_unit, media_quantity, cost, currency, credits, latency_ms, ' +
-      'ttft_ms, stream',
+    columns: USAGE_COLUMNS.join(', '),
     order: 'time, id',
   },
   { table: 'credit_balances', columns: 'account_id, balance_micros, updated_at', order: 'account_id' },

@@ -34,7 +34,8 @@ CREATE INDEX IF NOT EXISTS usage_records_model_time ON usage_records (model, tim
 /** Records per multi-row INSERT: libsql's per-statement cost is paid once for all of them. */
 const ROWS_PER_INSERT = 50;
 
-const COLUMNS = [
+/** The columns of `usage_records`, in the order rows are bound (pushUsageRow). */
+export const USAGE_COLUMNS = [
   'id',
   'time',
   'account_id',
@@ -109,8 +110,8 @@ export class SqliteUsageSink implements UsageSink {
   constructor(source: string | SqliteDatabase) {
     ({ db: this.db, owned: this.owned } = openDatabase(source));
     this.db.exec(USAGE_SCHEMA);
-    const row = `(${COLUMNS.map(() => '?').join(', ')})`;
-    const insertInto = `INSERT OR IGNORE INTO usage_records (${COLUMNS.join(', ')}) VALUES `;
+    const row = `(${USAGE_COLUMNS.map(() => '?').join(', ')})`;
+    const insertInto = `INSERT OR IGNORE INTO usage_records (${USAGE_COLUMNS.join(', ')}) VALUES `;
     this.insert = this.db.prepare(insertInto + row);
     this.insertMany = this.db.prepare(insertInto + Array(ROWS_PER_INSERT).fill(row).join(', '));
     this.byAccount = this.db.prepare(
@@ -122,13 +123,15 @@ export class SqliteUsageSink implements UsageSink {
     // argument, which libsql binds as it is: spread, they are gathered and flattened into a new array
     // first (a quarter of the cost again).
     this.insertRows = this.db.transaction((values: UsageRowValues) => {
-      const rows = values.length / COLUMNS.length;
+      const rows = values.length / USAGE_COLUMNS.length;
       let row = 0;
       for (; row + ROWS_PER_INSERT <= rows; row += ROWS_PER_INSERT) {
-        this.insertMany.run(values.slice(row * COLUMNS.length, (row + ROWS_PER_INSERT) * COLUMNS.length));
+        this.insertMany.run(
+          values.slice(row * USAGE_COLUMNS.length, (row + ROWS_PER_INSERT) * USAGE_COLUMNS.length),
+        );
       }
       for (; row < rows; row++) {
-        this.insert.run(values.slice(row * COLUMNS.length, (row + 1) * COLUMNS.length));
+        this.insert.run(values.slice(row * USAGE_COLUMNS.length, (row + 1) * USAGE_COLUMNS.length));
       }
     });
   }
@@ -147,7 +150,7 @@ export class SqliteUsageSink implements UsageSink {
    * crosses to a worker at half the cost of objects.
    */
   writeRows(values: UsageRowValues): void {
-    if (values.length % COLUMNS.length !== 0) throw new RangeError('usage rows: a partial row');
+    if (values.length % USAGE_COLUMNS.length !== 0) throw new RangeError('usage rows: a partial row');
     if (values.length > 0) this.insertRows(values);
   }
 
