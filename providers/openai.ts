@@ -1,5 +1,5 @@
 import { requireEventStream, UpstreamClient } from './http.js';
-import { parseSse } from './sse.js';
+import { SseDecoder } from './sse.js';
 import type {
   CallContext,
   ForwardTarget,
@@ -87,24 +87,38 @@ export class OpenAIProvider implements InferenceProvider {
     body: AsyncIterable<Uint8Array>,
     isEnd: ((event: SseEvent) => boolean) | null,
   ): AsyncGenerator<SseEvent> {
-    for await (const event of parseSse(body)) {
-      if (event.data === '[DONE]') return;
-      if (event.event === 'error') throw this.streamedError(event.data);
-      // Every event is one JSON object. Checking its ends is enough to stop garbage reaching the client
-      // without parsing each chunk on the hot path.
-      const d = event.data;
-      if (d.charCodeAt(0) !== 123 || d.charCodeAt(d.length - 1) !== 125) {
-        throw new UpstreamError('protocol', this.name, `${this.name} sent a malformed stream event`);
+    const decoder = new SseDecoder();
+    for await (const chunk of body) {
+      for (const event of decoder.push(chunk)) {
+        if (this.isDone(event)) return;
+        yield event;
+        if (isEnd?.(event)) return;
       }
-      // A chunk's text holds `"error"` unescaped only as a key or as that exact value: parse just then.
-      if (event.data.includes('"error"')) {
-        const failure = this.streamedErrorIn(event.data);
-        if (failure) throw failure;
-      }
+    }
+    for (const event of decoder.end()) {
+      if (this.isDone(event)) return;
       yield event;
       if (isEnd?.(event)) return;
     }
     throw new UpstreamError('protocol', this.name, `${this.name} ended the stream before it was complete`);
+  }
+
+  /** true at `[DONE]`; throws when the event reports an error or is not one JSON object. */
+  private isDone(event: SseEvent): boolean {
+    const d = event.data;
+    if (d === '[DONE]') return true;
+    if (event.event === 'error') throw this.streamedError(d);
+    // Every event is one JSON object. Checking its ends is enough to stop garbage reaching the client
+    // without parsing each chunk on the hot path.
+    if (d.charCodeAt(0) !== 123 || d.charCodeAt(d.length - 1) !== 125) {
+      throw new UpstreamError('protocol', this.name, `${this.name} sent a malformed stream event`);
+    }
+    // A chunk's text holds `"error"` unescaped only as a key or as that exact value: parse just then.
+    if (d.includes('"error"')) {
+      const failure = this.streamedErrorIn(d);
+      if (failure) throw failure;
+    }
+    return false;
   }
 
   /** vLLM and others report failures inside a chat stream as `data: {"error": {...}}`. */

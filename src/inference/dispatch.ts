@@ -132,24 +132,41 @@ async function holdPreamble(
     await it.return?.();
     throw err;
   }
-  return replay(held, it, ended);
+  return new Replay(held, it, ended);
 }
 
-async function* replay(
-  held: SseEvent[],
-  it: AsyncIterator<SseEvent>,
-  ended: boolean,
-): AsyncGenerator<SseEvent> {
-  try {
-    yield* held;
-    if (ended) return;
-    for (;;) {
-      const next = await it.next();
-      if (next.done) return;
-      yield next.value;
+/**
+ * The held events, then the rest of the stream straight from the provider's iterator: a plain iterator
+ * rather than a generator, so an event after the preamble costs no extra promise on its way.
+ */
+class Replay implements AsyncIterableIterator<SseEvent> {
+  private replayed = 0;
+
+  constructor(
+    private readonly held: SseEvent[],
+    private readonly it: AsyncIterator<SseEvent>,
+    private ended: boolean,
+  ) {}
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<SseEvent> {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<SseEvent>> {
+    const held = this.held;
+    if (this.replayed < held.length) {
+      return Promise.resolve({ done: false, value: held[this.replayed++] as SseEvent });
     }
-  } finally {
-    // The consumer stopped early (client gone): let the provider release its upstream connection.
-    if (!ended) await it.return?.();
+    if (this.ended) return Promise.resolve({ done: true, value: undefined });
+    return this.it.next();
+  }
+
+  /** The consumer stopped early (client gone): let the provider release its upstream connection. */
+  async return(): Promise<IteratorResult<SseEvent>> {
+    if (!this.ended) {
+      this.ended = true;
+      await this.it.return?.();
+    }
+    return { done: true, value: undefined };
   }
 }

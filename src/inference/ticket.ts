@@ -133,10 +133,15 @@ export class Ticket {
     });
   }
 
-  /** Meters a stream on its way to the client; `keepUsage`: pass the upstream's usage chunk on. */
-  meterStream(events: AsyncIterable<SseEvent>, keepUsage: boolean): AsyncIterable<SseEvent> {
+  /** The meter of this call's stream, for sendStream; `keepUsage`: pass the upstream's usage chunk on. */
+  streamMeter(keepUsage: boolean): StreamMeter {
     this.meter = new StreamMeter(keepUsage);
-    return this.meter.wrap(events);
+    return this.meter;
+  }
+
+  /** Meters a stream that is consumed as an iterable (the Responses bridge) rather than by sendStream. */
+  meterStream(events: AsyncIterable<SseEvent>, keepUsage: boolean): AsyncIterable<SseEvent> {
+    return this.streamMeter(keepUsage).wrap(events);
   }
 
   /** For sendStream's onFailure: the upstream broke after the stream had begun. */

@@ -47,29 +47,39 @@ export class StreamMeter {
 
   constructor(private readonly clientWantsUsage: boolean) {}
 
-  wrap(events: AsyncIterable<SseEvent>): AsyncGenerator<SseEvent> {
-    return this.pass(events);
+  /** The stream as the client gets it; for a stream consumed as an iterable (see `see`). */
+  async *wrap(events: AsyncIterable<SseEvent>): AsyncGenerator<SseEvent> {
+    for await (const event of events) {
+      const out = this.see(event);
+      if (out !== undefined) yield out;
+    }
   }
 
-  private async *pass(events: AsyncIterable<SseEvent>): AsyncGenerator<SseEvent> {
-    for await (const event of events) {
-      const data = event.data;
-      if (data.includes('"usage":{')) {
-        const parsed = JSON.parse(data) as JsonObject;
-        const response = parsed.response as JsonObject | undefined;
-        this.usage = readUsage(parsed.usage) ?? readUsage(response?.usage) ?? this.usage;
-        const choices = parsed.choices;
-        if (!this.clientWantsUsage && Array.isArray(choices) && choices.length === 0) continue;
-      }
-      if (this.firstTokenAt === undefined && FIRST_TOKEN.test(data)) this.firstTokenAt = performance.now();
-      if (this.usage === undefined) this.delivered.push(data);
-      // Upstreams asked for usage add `"usage":null` to every chunk; a client that did not ask never sees it.
-      if (!this.clientWantsUsage && data.includes('"usage":null')) {
-        yield { ...event, data: data.replace(/,"usage":null|"usage":null,?/, '') };
-        continue;
-      }
-      yield event;
+  /** Watches one event: returns it as the client gets it, or undefined when the client does not get it. */
+  see(event: SseEvent): SseEvent | undefined {
+    const data = event.data;
+    // One search finds both forms on the usual chunk; a first "usage" that is neither looks further.
+    const usageAt = data.indexOf('"usage":');
+    const usageIs = usageAt === -1 ? -1 : data.charCodeAt(usageAt + 8);
+    if (usageIs === 123 /* { */ || (usageIs !== -1 && data.includes('"usage":{', usageAt + 8))) {
+      const parsed = JSON.parse(data) as JsonObject;
+      const response = parsed.response as JsonObject | undefined;
+      this.usage = readUsage(parsed.usage) ?? readUsage(response?.usage) ?? this.usage;
+      const choices = parsed.choices;
+      if (!this.clientWantsUsage && Array.isArray(choices) && choices.length === 0) return undefined;
     }
+    if (this.firstTokenAt === undefined && FIRST_TOKEN.test(data)) this.firstTokenAt = performance.now();
+    if (this.usage === undefined) this.delivered.push(data);
+    // Upstreams asked for usage add `"usage":null` to every chunk; a client that did not ask never sees it.
+    if (!this.clientWantsUsage && usageAt !== -1) {
+      if (usageIs === 110 /* n */ && data.startsWith('null', usageAt + 8)) {
+        return { ...event, data: withoutNullUsage(data, usageAt) };
+      }
+      if (data.includes('"usage":null', usageAt + 8)) {
+        return { ...event, data: data.replace(/,"usage":null|"usage":null,?/, '') };
+      }
+    }
+    return event;
   }
 
   /** Output tokens of what was delivered, for a stream that ended without the upstream's usage. */
@@ -93,4 +103,14 @@ export class StreamMeter {
     }
     return text.length === 0 ? 0 : countCompletionTokens(text);
   }
+}
+
+const NULL_USAGE_LAST = ',"usage":null}';
+
+/** `data` without the `"usage":null` member found at `at`; most upstreams put it last. */
+function withoutNullUsage(data: string, at: number): string {
+  if (at === data.length - NULL_USAGE_LAST.length + 1 && data.endsWith(NULL_USAGE_LAST)) {
+    return `${data.slice(0, at - 1)}}`;
+  }
+  return data.replace(/,"usage":null|"usage":null,?/, '');
 }

@@ -65,8 +65,9 @@ export async function chatCompletions(
     ticket.usage = readUsage(result.body.usage);
     return jsonAnswer(result, requested);
   }
-  await sendStream(request, reply, ticket.meterStream(result.events, clientWantsUsage), {
+  await sendStream(request, reply, result.events, {
     writeDone: true,
+    meter: ticket.streamMeter(clientWantsUsage),
     onFailure: ticket.markStreamFailed,
     ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
   });

@@ -93,8 +93,9 @@ async function passThrough(
     ticket.usage = readUsage(result.body.usage);
     return jsonAnswer(result, requested);
   }
-  await sendStream(request, reply, ticket.meterStream(result.events, true), {
+  await sendStream(request, reply, result.events, {
     writeDone: false,
+    meter: ticket.streamMeter(true),
     errorEvent: responsesErrorEvent,
     onFailure: ticket.markStreamFailed,
     ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
