@@ -61,7 +61,13 @@ export class AnthropicProvider implements InferenceProvider {
       );
       return { kind: 'json', body: fromAnthropicMessage(json, { provider: this.name, model }) };
     }
-    const res = await this.client.request('POST', ANTHROPIC_MESSAGES_PATH, this.headers, payload, ctx.signal);
+    const res = await this.client.request(
+      'POST',
+      ANTHROPIC_MESSAGES_PATH,
+      this.headers,
+      payload,
+      ctx.cancel ?? ctx.signal,
+    );
     await requireEventStream(res, this.name);
     const translator = new AnthropicStreamTranslator({
       provider: this.name,

@@ -1,8 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Readable } from 'node:stream';
 import { Pool } from 'undici';
-import { type AbortSource, LinkedAbort } from './abort.js';
+import type { AbortSource } from './abort.js';
 import { callForJson, type JsonAnswer, JsonCallFailure } from './json-call.js';
+import { callForStream } from './stream-call.js';
 import type { ProviderTimeouts } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -11,18 +11,12 @@ export interface UpstreamResponse {
   headers: IncomingHttpHeaders;
   /** The body as it arrives; iterating it throws UpstreamError when the upstream breaks or goes silent. */
   body: AsyncIterable<Uint8Array>;
-  /** Reads the whole body as JSON; UpstreamError(protocol) when it is not JSON. */
-  json(): Promise<unknown>;
   /** Stops reading and frees the connection. */
   dump(): Promise<void>;
 }
 
 const MAX_ERROR_BODY = 64 * 1024;
 const DRAIN_GRACE_MS = 50;
-
-interface UndiciBody {
-  dump(options?: { limit?: number }): Promise<void>;
-}
 
 /**
  * One keep-alive connection pool to one upstream, with the four timeouts of a provider: connect,
@@ -50,59 +44,40 @@ export class UpstreamClient {
   }
 
   /**
-   * Sends a request. Non-2xx answers are thrown as UpstreamError(status) carrying the upstream's message.
-   * `clientSignal` aborts at once (the client went away); the total timeout aborts as a timeout.
+   * Sends a request whose answer is read as it arrives (streams). Non-2xx answers are thrown as
+   * UpstreamError(status) carrying the upstream's message. `clientSignal` aborts at once (the client went
+   * away); the total timeout aborts as a timeout. A consumer that stops iterating early lets the rest of
+   * the body drain for a short grace, so the connection is reused, then cuts it (stream-call.ts).
    */
   async request(
     method: 'GET' | 'POST',
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
-    clientSignal: AbortSignal,
+    clientSignal: AbortSource,
   ): Promise<UpstreamResponse> {
-    const call = new LinkedAbort(clientSignal, this.timeouts.totalMs);
-    let res: Awaited<ReturnType<Pool['request']>>;
-    try {
-      res = await this.pool.request({
-        method,
-        path: this.pathPrefix + path,
-        headers,
-        body,
-        signal: call.signal,
-      });
-    } catch (err) {
-      call.release();
-      throw this.mapError(err, call.timedOut, false);
+    const res = await callForStream(this.pool, {
+      method,
+      path: this.pathPrefix + path,
+      headers,
+      body,
+      signal: clientSignal,
+      totalMs: this.timeouts.totalMs,
+      mapError: this.mapError,
+      dropMs: DRAIN_GRACE_MS,
+      dropLimit: MAX_ERROR_BODY,
+    });
+    if (res.status >= 400) {
+      const text = await readBounded(res.body, MAX_ERROR_BODY).catch(() => '');
+      throw this.statusError(res.status, res.headers, text);
     }
-
-    const wrapped = this.wrapBody(res.body, call);
-    if (res.statusCode >= 400) {
-      const text = await readBounded(wrapped, MAX_ERROR_BODY).catch(() => '');
-      throw this.statusError(res.statusCode, res.headers, text);
-    }
+    const iterator = res.body;
     return {
-      status: res.statusCode,
+      status: res.status,
       headers: res.headers,
-      body: wrapped,
-      json: async () => {
-        // undici's own text() reads the body without the async-generator hops of iteration.
-        let text: string;
-        try {
-          text = await res.body.text();
-        } catch (err) {
-          throw this.mapError(err, call.timedOut, true);
-        } finally {
-          call.release();
-        }
-        try {
-          return JSON.parse(text) as unknown;
-        } catch (cause) {
-          throw this.notJson(cause);
-        }
-      },
+      body: iterator,
       dump: async () => {
-        call.release();
-        await res.body.dump().catch(() => undefined);
+        await iterator.return?.();
       },
     };
   }
@@ -149,36 +124,6 @@ export class UpstreamClient {
     return this.pool.close();
   }
 
-  /**
-   * The body as an async iterable that maps failures to UpstreamError. A consumer that stops early has
-   * usually seen the last event (a chat stream ends at `[DONE]` just before the body does): the rest is
-   * drained for a short grace so the keep-alive connection is reused and no AbortError is built; an
-   * upstream still talking after that is cut off, so it stops spending compute on nobody.
-   */
-  private async *wrapBody(body: Readable & UndiciBody, call: LinkedAbort): AsyncGenerator<Uint8Array> {
-    let ended = false;
-    try {
-      for await (const chunk of body.iterator({ destroyOnReturn: false })) yield chunk as Uint8Array;
-      ended = true;
-    } catch (err) {
-      ended = true;
-      throw this.mapError(err, call.timedOut, true);
-    } finally {
-      if (!ended) {
-        const cutOff = setTimeout(() => call.abort(), DRAIN_GRACE_MS);
-        body
-          .dump({ limit: MAX_ERROR_BODY })
-          .catch(() => undefined)
-          .finally(() => {
-            clearTimeout(cutOff);
-            call.release();
-          });
-      } else {
-        call.release();
-      }
-    }
-  }
-
   private statusError(status: number, headers: IncomingHttpHeaders, text: string): UpstreamError {
     let upstreamMessage: string | undefined;
     let param: string | undefined;
@@ -208,7 +153,7 @@ export class UpstreamClient {
     });
   }
 
-  private mapError(err: unknown, timedOut: boolean, midBody: boolean): UpstreamError {
+  private readonly mapError = (err: unknown, timedOut: boolean, midBody: boolean): UpstreamError => {
     if (err instanceof UpstreamError) return err;
     const code = (err as { code?: string }).code ?? '';
     const name = (err as { name?: string }).name ?? '';
@@ -230,7 +175,7 @@ export class UpstreamClient {
     return new UpstreamError('connect', p, `could not reach ${p}: ${code || (err as Error).message}`, {
       cause: err,
     });
-  }
+  };
 }
 
 /** A stream request answered with anything but SSE (some servers fall back to JSON) is a protocol failure. */

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { type AbortSource, onAbort } from './abort.js';
+import { CallHandler, type CallOptions, dispatchOptions } from './call-handler.js';
 
 /** A whole answer: status, headers and the body as text (bounded for error statuses). */
 export interface JsonAnswer {
@@ -24,15 +24,7 @@ export class JsonCallFailure extends Error {
   }
 }
 
-export interface JsonCallOptions {
-  method: 'GET' | 'POST';
-  path: string;
-  headers: Record<string, string>;
-  body: string | undefined;
-  /** Aborts the call when the client goes away. */
-  signal: AbortSource;
-  /** The whole call, body included. */
-  totalMs: number;
+export interface JsonCallOptions extends CallOptions {
   /** Bytes of an error answer (status >= 400) kept, in whole chunks; the rest is read and dropped. */
   errorBodyLimit: number;
 }
@@ -47,45 +39,23 @@ const UTF8_BOM = 0xfeff;
  */
 export function callForJson(pool: Dispatcher, options: JsonCallOptions): Promise<JsonAnswer> {
   return new Promise<JsonAnswer>((resolve, reject) => {
-    const handler = new JsonHandler(options, resolve, reject);
-    pool.dispatch(
-      { method: options.method, path: options.path, headers: options.headers, body: options.body ?? null },
-      handler,
-    );
+    pool.dispatch(dispatchOptions(options), new JsonHandler(options, resolve, reject));
   });
 }
 
-class JsonHandler implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | undefined;
-  /** An abort that came before undici started the request (it waits in the pool's queue meanwhile). */
-  private pendingAbort: Error | undefined;
+class JsonHandler extends CallHandler {
   private status = 0;
   private headers: IncomingHttpHeaders = {};
   private readonly chunks: Buffer[] = [];
   private kept = 0;
   private limit = Number.POSITIVE_INFINITY;
-  private timedOut = false;
-  private settled = false;
-  private readonly timer: NodeJS.Timeout;
-  private readonly stopListening: (() => void) | undefined;
 
   constructor(
     private readonly options: JsonCallOptions,
     private readonly resolve: (answer: JsonAnswer) => void,
     private readonly reject: (failure: JsonCallFailure) => void,
   ) {
-    const signal = options.signal;
-    this.timer = setTimeout(() => {
-      this.timedOut = true;
-      this.abort(new DOMException('The operation timed out', 'TimeoutError'));
-    }, options.totalMs);
-    if (signal.aborted) this.abort(toError(signal.reason));
-    else this.stopListening = onAbort(signal, () => this.abort(toError(signal.reason)));
-  }
-
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.pendingAbort) controller.abort(this.pendingAbort);
+    super(options);
   }
 
   onResponseStart(
@@ -119,23 +89,4 @@ class JsonHandler implements Dispatcher.DispatchHandler {
     if (!this.finish()) return;
     this.reject(new JsonCallFailure(error, this.timedOut, this.status, this.headers));
   }
-
-  private abort(reason: Error): void {
-    if (this.settled) return;
-    if (this.controller) this.controller.abort(reason);
-    else this.pendingAbort ??= reason;
-  }
-
-  /** Drops the timer and the listener; false when the call had already settled. */
-  private finish(): boolean {
-    if (this.settled) return false;
-    this.settled = true;
-    clearTimeout(this.timer);
-    this.stopListening?.();
-    return true;
-  }
-}
-
-function toError(reason: unknown): Error {
-  return reason instanceof Error ? reason : new DOMException('This operation was aborted', 'AbortError');
 }

@@ -78,7 +78,7 @@ export class OpenAIProvider implements InferenceProvider {
       }
       return { kind: 'json', body: json as JsonObject, text };
     }
-    const res = await this.client.request('POST', path, this.headers, payload, ctx.signal);
+    const res = await this.client.request('POST', path, this.headers, payload, ctx.cancel ?? ctx.signal);
     await requireEventStream(res, this.name);
     return { kind: 'stream', events: this.events(res.body, isEnd) };
   }

@@ -7,8 +7,12 @@ import type { SseEvent } from '../../providers/types.js';
  */
 export function isRoleOnlyChunk(event: SseEvent): boolean {
   const d = event.data;
-  return d.includes('"role"') && !/"content":"[^"]/.test(d) && !d.includes('"finish_reason":"');
+  return d.includes('"role"') && !CONTENT.test(d) && !FINISHED.test(d);
 }
+
+/** Non-empty content, and a finish reason, in compact JSON or with spaces (Python's json.dumps). */
+const CONTENT = /"content"\s*:\s*"[^"]/;
+const FINISHED = /"finish_reason"\s*:\s*"/;
 
 const RESPONSES_PREAMBLE = new Set(['response.created', 'response.in_progress']);
 

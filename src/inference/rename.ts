@@ -28,11 +28,21 @@ export function jsonAnswer(
 }
 
 /**
- * Stream chunks are rewritten as text, not parsed: upstreams serialise `"model":"name"` compactly, and a
- * chunk that spells it otherwise keeps the upstream name, which is harmless.
+ * Stream chunks are rewritten as text, not parsed: `"model":"name"` as upstreams serialise it, compactly
+ * or (Python's json.dumps) with a space after the colon.
  */
 export function renameModelInEvent(upstream: string, requested: string): (event: SseEvent) => SseEvent {
-  const from = `"model":${JSON.stringify(upstream)}`;
+  const name = JSON.stringify(upstream);
+  const compact = `"model":${name}`;
   const to = `"model":${JSON.stringify(requested)}`;
-  return (event) => (event.data.includes(from) ? { ...event, data: event.data.replace(from, to) } : event);
+  const spaced = new RegExp(`"model"\\s*:\\s*${escapeRegExp(name)}`);
+  return (event) => {
+    const data = event.data;
+    if (data.includes(compact)) return { ...event, data: data.replace(compact, () => to) };
+    return spaced.test(data) ? { ...event, data: data.replace(spaced, () => to) } : event;
+  };
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -30,20 +30,26 @@ function num(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
+/** A chat chunk with content, or a Responses text delta (compact JSON or with spaces). */
+const FIRST_TOKEN = /"content"\s*:\s*"[^"]|"type"\s*:\s*"response\.output_text\.delta"/;
+/** Event text kept for metering a cut stream before it is reduced to its content (see fold). */
+const FOLD_AT = 256 * 1024;
+
 /**
  * Watches a chat or Responses stream on its way to the client: notes the first content (time to first
  * token), takes the usage (a chat usage chunk, which Gantry always asks upstreams for and drops when the
- * client did not ask, or the usage of `response.completed`), and keeps the event texts so a stream cut
- * short can be metered for what the client received. Events are parsed only in the rare cases that need
- * it, never on the way through.
+ * client did not ask, or the usage of `response.completed`), and keeps what was delivered so a stream cut
+ * short can be metered for what the client received. Events are read as text and parsed only in the
+ * rare cases that need it (the usage, a long stream's kept events), never on the way through.
  */
-/** A chat chunk with content, or a Responses text delta. */
-const FIRST_TOKEN = /"content":"[^"]|"type":"response\.output_text\.delta"/;
-
 export class StreamMeter {
   firstTokenAt: number | undefined;
   usage: TokenUsage | undefined;
-  private readonly delivered: string[] = [];
+  /** Event texts delivered while no usage has come, and their length. */
+  private delivered: string[] = [];
+  private deliveredLength = 0;
+  /** The content of delivered events already reduced by fold(). */
+  private deliveredContent = '';
 
   constructor(private readonly clientWantsUsage: boolean) {}
 
@@ -58,10 +64,20 @@ export class StreamMeter {
   /** Watches one event: returns it as the client gets it, or undefined when the client does not get it. */
   see(event: SseEvent): SseEvent | undefined {
     const data = event.data;
-    // One search finds both forms on the usual chunk; a first "usage" that is neither looks further.
-    const usageAt = data.indexOf('"usage":');
-    const usageIs = usageAt === -1 ? -1 : data.charCodeAt(usageAt + 8);
-    if (usageIs === 123 /* { */ || (usageIs !== -1 && data.includes('"usage":{', usageAt + 8))) {
+    // Usually no "usage" member or one; an upstream asked for usage gives each chunk `"usage":null`.
+    let usageObject = false;
+    let nullKey = -1;
+    let nullEnd = -1;
+    for (let key = memberKey(data, '"usage"', 0); key !== -1; key = memberKey(data, '"usage"', key + 7)) {
+      const value = memberValue(data, key + 7);
+      const first = data.charCodeAt(value);
+      if (first === 123 /* { */) usageObject = true;
+      else if (first === 110 /* n */ && nullKey === -1 && data.startsWith('null', value)) {
+        nullKey = key;
+        nullEnd = value + 4;
+      }
+    }
+    if (usageObject) {
       const parsed = JSON.parse(data) as JsonObject;
       const response = parsed.response as JsonObject | undefined;
       this.usage = readUsage(parsed.usage) ?? readUsage(response?.usage) ?? this.usage;
@@ -69,22 +85,31 @@ export class StreamMeter {
       if (!this.clientWantsUsage && Array.isArray(choices) && choices.length === 0) return undefined;
     }
     if (this.firstTokenAt === undefined && FIRST_TOKEN.test(data)) this.firstTokenAt = performance.now();
-    if (this.usage === undefined) this.delivered.push(data);
+    if (this.usage === undefined) {
+      this.delivered.push(data);
+      this.deliveredLength += data.length;
+      if (this.deliveredLength > FOLD_AT) this.fold();
+    }
     // Upstreams asked for usage add `"usage":null` to every chunk; a client that did not ask never sees it.
-    if (!this.clientWantsUsage && usageAt !== -1) {
-      if (usageIs === 110 /* n */ && data.startsWith('null', usageAt + 8)) {
-        return { ...event, data: withoutNullUsage(data, usageAt) };
-      }
-      if (data.includes('"usage":null', usageAt + 8)) {
-        return { ...event, data: data.replace(/,"usage":null|"usage":null,?/, '') };
-      }
+    if (!this.clientWantsUsage && nullKey !== -1) {
+      return { ...event, data: withoutMember(data, nullKey, nullEnd) };
     }
     return event;
   }
 
   /** Output tokens of what was delivered, for a stream that ended without the upstream's usage. */
   countDelivered(): number {
-    let text = '';
+    this.fold();
+    const text = this.deliveredContent;
+    return text.length === 0 ? 0 : countCompletionTokens(text);
+  }
+
+  /**
+   * Reduces the kept event texts to their content: a long stream would otherwise hold every event it
+   * delivered (a few hundred bytes each, for a token or two of content) until it ends.
+   */
+  private fold(): void {
+    let text = this.deliveredContent;
     for (const data of this.delivered) {
       try {
         const event = JSON.parse(data) as {
@@ -101,16 +126,40 @@ export class StreamMeter {
         // a chunk that is not JSON carried nothing the client could use
       }
     }
-    return text.length === 0 ? 0 : countCompletionTokens(text);
+    this.deliveredContent = text;
+    this.delivered = [];
+    this.deliveredLength = 0;
   }
 }
 
-const NULL_USAGE_LAST = ',"usage":null}';
-
-/** `data` without the `"usage":null` member found at `at`; most upstreams put it last. */
-function withoutNullUsage(data: string, at: number): string {
-  if (at === data.length - NULL_USAGE_LAST.length + 1 && data.endsWith(NULL_USAGE_LAST)) {
-    return `${data.slice(0, at - 1)}}`;
+/** Where `key` (a quoted name) next appears as a member name (a colon follows) from `from`, or -1. */
+function memberKey(data: string, key: string, from: number): number {
+  for (let at = data.indexOf(key, from); at !== -1; at = data.indexOf(key, at + key.length)) {
+    if (data.charCodeAt(skipSpace(data, at + key.length)) === 58 /* : */) return at;
   }
-  return data.replace(/,"usage":null|"usage":null,?/, '');
+  return -1;
+}
+
+/** Where the value begins of the member whose name ends at `nameEnd`. */
+function memberValue(data: string, nameEnd: number): number {
+  return skipSpace(data, skipSpace(data, nameEnd) + 1);
+}
+
+function skipSpace(data: string, at: number): number {
+  let i = at;
+  while (isSpace(data.charCodeAt(i))) i++;
+  return i;
+}
+
+/** `data` without the member from `key` to `end`, and the comma that joined it to its neighbour. */
+function withoutMember(data: string, key: number, end: number): string {
+  let before = key - 1;
+  while (isSpace(data.charCodeAt(before))) before--;
+  if (data.charCodeAt(before) === 44 /* , */) return data.slice(0, before) + data.slice(end);
+  const after = skipSpace(data, end);
+  return data.slice(0, key) + data.slice(data.charCodeAt(after) === 44 ? after + 1 : end);
+}
+
+function isSpace(c: number): boolean {
+  return c === 32 || c === 10 || c === 13 || c === 9;
 }
