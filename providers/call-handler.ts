@@ -66,6 +66,14 @@ export function dispatchOptions(options: CallOptions): Dispatcher.DispatchOption
   return { method: options.method, path: options.path, headers: options.headers, body: options.body ?? null };
 }
 
+/**
+ * Why a call whose cancellation came before it started is refused without being sent: handing it to
+ * undici would still take (and then close) a keep-alive connection. undefined while not aborted.
+ */
+export function cancelledBefore(options: CallOptions): Error | undefined {
+  return options.signal.aborted ? toError(options.signal.reason) : undefined;
+}
+
 function toError(reason: unknown): Error {
   return reason instanceof Error ? reason : new DOMException('This operation was aborted', 'AbortError');
 }

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { CallHandler, type CallOptions, dispatchOptions } from './call-handler.js';
+import { CallHandler, type CallOptions, cancelledBefore, dispatchOptions } from './call-handler.js';
 
 /** A whole answer: status, headers and the body as text (bounded for error statuses). */
 export interface JsonAnswer {
@@ -38,6 +38,8 @@ const UTF8_BOM = 0xfeff;
  * they do to `pool.request()`; the client's signal and the total deadline abort through the handler.
  */
 export function callForJson(pool: Dispatcher, options: JsonCallOptions): Promise<JsonAnswer> {
+  const cancelled = cancelledBefore(options);
+  if (cancelled) return Promise.reject(new JsonCallFailure(cancelled, false, 0, {}));
   return new Promise<JsonAnswer>((resolve, reject) => {
     pool.dispatch(dispatchOptions(options), new JsonHandler(options, resolve, reject));
   });

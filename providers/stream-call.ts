@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
-import { CallHandler, type CallOptions, dispatchOptions } from './call-handler.js';
+import { CallHandler, type CallOptions, cancelledBefore, dispatchOptions } from './call-handler.js';
 
 export interface StreamCallOptions extends CallOptions {
   /** What iterating the body throws for a failure: `midBody` once the answer's headers had arrived. */
@@ -34,6 +34,8 @@ const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
  * Resolves when the headers arrive; rejects, through `mapError`, when the call fails before that.
  */
 export function callForStream(pool: Dispatcher, options: StreamCallOptions): Promise<StreamAnswer> {
+  const cancelled = cancelledBefore(options);
+  if (cancelled) return Promise.reject(options.mapError(cancelled, false, false));
   return new Promise<StreamAnswer>((resolve, reject) => {
     pool.dispatch(dispatchOptions(options), new StreamHandler(options, resolve, reject));
   });
@@ -141,6 +143,10 @@ class StreamHandler extends CallHandler implements AsyncIterableIterator<Buffer>
   return(): Promise<IteratorResult<Buffer>> {
     if (!this.ended && this.failure === undefined && !this.dropping) {
       this.dropping = true;
+      // A next() still waiting (a consumer that stops from elsewhere) ends with the stream.
+      const waiter = this.waiter;
+      this.waiter = undefined;
+      waiter?.resolve(DONE);
       this.dropped = this.queued;
       this.queue.length = 0;
       this.queued = 0;
