@@ -18,4 +18,4 @@ RUN mkdir -p /data && chown node:node /data
 VOLUME /data
 EXPOSE 8080
 USER node
-CMD ["node", "bin/gantry.js", "serve"]
+CMD ["node", "--max-semi-space-size=64", "bin/gantry.js", "serve"]

@@ -66,7 +66,7 @@ import {
   startChild,
   stopChild,
 } from './lib/children.js';
-import { envInt, envIntList, envItems } from './lib/env.js';
+import { envInt, envIntList, envItems, gantryNodeFlags } from './lib/env.js';
 import { createDispatcher, drive, type PhaseResult, type RequestSpec } from './lib/load.js';
 import { EpochClock, WebhookReceiver, watchStream } from './lib/prediction-clients.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
@@ -741,7 +741,7 @@ export async function runPredictionsPhase(options: PredictionsPhaseOptions): Pro
     mkdirSync(profileDir, { recursive: true });
   }
   const launch = (name: ModeName, redisPort?: number) => {
-    const flags = ['--import', ORPHAN_GUARD];
+    const flags = [...gantryNodeFlags(join(options.root, 'package.json')), '--import', ORPHAN_GUARD];
     if (profiling && settings.profileMode === name)
       flags.push(
         '--cpu-prof',

@@ -36,6 +36,8 @@
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
  *                                  side by side as target `gantry-b`: an A/B comparison in one run
+ *   BENCH_COMPARE_FLAGS            node flags for gantry-b instead of those of `npm start` (which every
+ *                                  Gantry target runs with): with the same build, an A/B of the flags
  *   BENCH_LIMITS=0                 leave out gantry-limits and gantry-redis
  *   BENCH_REDIS=0                  leave out gantry-redis only
  *   BENCH_LIMITS_PHASES            phases gantry-limits and gantry-redis take part in, by id: latency-c1,
@@ -62,7 +64,7 @@ import {
   stopAll,
   stopChild,
 } from './lib/children.js';
-import { envInt, envIntList } from './lib/env.js';
+import { envInt, envIntList, gantryNodeFlags } from './lib/env.js';
 import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
@@ -153,6 +155,11 @@ const settings = {
   gantryBin: env.BENCH_GANTRY_BIN || join(ROOT, 'bin', 'gantry.js'),
   /** A second gantry command measured side by side as target `gantry-b` (A/B in one interleaved run). */
   compareBin: env.BENCH_COMPARE_BIN || undefined,
+  /** Node flags for gantry-b instead of the start script's. */
+  compareFlags:
+    env.BENCH_COMPARE_FLAGS === undefined
+      ? undefined
+      : env.BENCH_COMPARE_FLAGS.split(/\s+/).filter((flag) => flag !== ''),
   /** gantry-limits: ceilings, pricing and credits, in-process. */
   limits: !off(env.BENCH_LIMITS),
   /** gantry-redis: the same on a redis-server started by the bench. */
@@ -702,7 +709,9 @@ async function main(): Promise<number> {
   // 3. Gantry, compiled (every instance at once: each builds its tokenizer at start)
   writeFileSync(configPath, gantryYaml(upstream.port));
   writeFileSync(limitsConfigPath, gantryYaml(upstream.port, true));
-  const nodeFlags = ['--import', ORPHAN_GUARD];
+  // Every Gantry runs with the node flags `npm start` uses; gantry-b with BENCH_COMPARE_FLAGS when set.
+  const launchFlags = gantryNodeFlags(join(ROOT, 'package.json'));
+  const nodeFlags = [...launchFlags, '--import', ORPHAN_GUARD];
   if (settings.profile) {
     rmSync(profileDir, { recursive: true, force: true });
     mkdirSync(profileDir, { recursive: true });
@@ -739,7 +748,7 @@ async function main(): Promise<number> {
       },
       ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
     });
-  const guard = ['--import', ORPHAN_GUARD];
+  const guard = [...launchFlags, '--import', ORPHAN_GUARD];
   const flagsOf = (name: string) => (name === settings.profileTarget ? nodeFlags : guard);
   if (settings.profile && settings.profileTarget === 'gantry-redis' && !redis)
     throw new Error('BENCH_PROFILE_TARGET=gantry-redis, but gantry-redis does not run');
@@ -747,7 +756,13 @@ async function main(): Promise<number> {
     throw new Error('BENCH_PROFILE_TARGET=gantry-limits, but BENCH_LIMITS=0');
   const [gantry, gantryB, gantryLimits, gantryRedis] = await Promise.all([
     launchGantry('gantry', settings.gantryBin, flagsOf('gantry')),
-    settings.compareBin ? launchGantry('gantry-b', settings.compareBin, guard) : undefined,
+    settings.compareBin
+      ? launchGantry('gantry-b', settings.compareBin, [
+          ...(settings.compareFlags ?? launchFlags),
+          '--import',
+          ORPHAN_GUARD,
+        ])
+      : undefined,
     settings.limits
       ? launchGantry('gantry-limits', settings.gantryBin, flagsOf('gantry-limits'), limitsConfigPath)
       : undefined,

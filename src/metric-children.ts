@@ -58,6 +58,9 @@ export function histogramChild<T extends string>(metric: Histogram<T>, labels: L
   const bounds = (metric as unknown as Internals<StoredHistogram>).upperBounds;
   let entry: StoredHistogram | undefined;
   let known = Array.isArray(bounds);
+  // prom-client's bucketValues are keyed by String(bound): with the strings made once, no number is
+  // turned into a property key on every observation.
+  const keys = known ? (bounds as number[]).map(String) : [];
   return {
     observe(value: number): void {
       if (entry === undefined || !Number.isFinite(value)) {
@@ -74,9 +77,12 @@ export function histogramChild<T extends string>(metric: Histogram<T>, labels: L
       }
       entry.sum += value;
       entry.count += 1;
-      for (const bound of bounds as number[]) {
-        if (value <= bound) {
-          entry.bucketValues[bound] = (entry.bucketValues[bound] ?? 0) + 1;
+      const upper = bounds as number[];
+      for (let i = 0; i < upper.length; i++) {
+        if (value <= (upper[i] as number)) {
+          const counts = entry.bucketValues as unknown as Record<string, number>;
+          const key = keys[i] as string;
+          counts[key] = (counts[key] ?? 0) + 1;
           return;
         }
       }

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /** Bench settings read from the environment; a bad value stops the bench with the variable's name. */
 
 /** An integer in [min, max], or `fallback` when unset or empty. */
@@ -28,4 +30,18 @@ export function envIntList(name: string, fallback: number[], max: number): numbe
   if (out.some((n) => !Number.isInteger(n) || n < 1 || n > max))
     throw new Error(`${name}: expected e.g. ${fallback.join(',')}`);
   return out;
+}
+
+/**
+ * The node flags Gantry is started with, as package.json's `start` script gives them (`node <flags>
+ * bin/gantry.js serve`), so the bench measures Gantry as it is run.
+ */
+export function gantryNodeFlags(packageJson: string): string[] {
+  const start = (JSON.parse(readFileSync(packageJson, 'utf8')) as { scripts?: { start?: string } }).scripts
+    ?.start;
+  const words = (start ?? '').split(/\s+/);
+  const bin = words.indexOf('bin/gantry.js');
+  if (words[0] !== 'node' || bin === -1)
+    throw new Error(`${packageJson}: scripts.start is not "node [flags] bin/gantry.js serve"`);
+  return words.slice(1, bin);
 }
