@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { Pool } from 'undici';
 import type { AbortSource } from './abort.js';
+import type { CallOptions } from './call-handler.js';
 import { callForJson, type JsonAnswer, JsonCallFailure } from './json-call.js';
 import { callForStream } from './stream-call.js';
 import type { ProviderTimeouts } from './types.js';
@@ -57,12 +58,7 @@ export class UpstreamClient {
     clientSignal: AbortSource,
   ): Promise<UpstreamResponse> {
     const res = await callForStream(this.pool, {
-      method,
-      path: this.pathPrefix + path,
-      headers,
-      body,
-      signal: clientSignal,
-      totalMs: this.timeouts.totalMs,
+      ...this.callOptions(method, path, headers, body, clientSignal),
       mapError: this.mapError,
       dropMs: DRAIN_GRACE_MS,
       dropLimit: MAX_ERROR_BODY,
@@ -98,12 +94,7 @@ export class UpstreamClient {
     let answer: JsonAnswer;
     try {
       answer = await callForJson(this.pool, {
-        method,
-        path: this.pathPrefix + path,
-        headers,
-        body,
-        signal: clientSignal,
-        totalMs: this.timeouts.totalMs,
+        ...this.callOptions(method, path, headers, body, clientSignal),
         errorBodyLimit: MAX_ERROR_BODY,
       });
     } catch (err) {
@@ -122,6 +113,16 @@ export class UpstreamClient {
 
   close(): Promise<void> {
     return this.pool.close();
+  }
+
+  private callOptions(
+    method: 'GET' | 'POST',
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    signal: AbortSource,
+  ): CallOptions {
+    return { method, path: this.pathPrefix + path, headers, body, signal, totalMs: this.timeouts.totalMs };
   }
 
   private statusError(status: number, headers: IncomingHttpHeaders, text: string): UpstreamError {
