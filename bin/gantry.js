@@ -1,6 +1,7 @@
-#!/usr/bin/env -S node --max-semi-space-size=64
+#!/usr/bin/env node
 // The `gantry` command runs the compiled CLI (npm install builds it; `npm run build` rebuilds it).
-// Node's flags are the ones `npm start` and the Dockerfile use (README, "Running it").
+// A plain `env` shebang: `env -S` (for node flags) is missing from BusyBox and older coreutils. `npm start`
+// and the Dockerfile give node Gantry's flags; NODE_OPTIONS does for this command (README).
 import { existsSync } from 'node:fs';
 
 const entry = new URL('../dist/src/main.js', import.meta.url);

@@ -147,7 +147,8 @@ class StreamHandler extends CallHandler implements AsyncIterableIterator<Buffer>
       const waiter = this.waiter;
       this.waiter = undefined;
       waiter?.resolve(DONE);
-      this.dropped = this.queued;
+      // What was queued was already read off the socket: only what still comes counts toward dropLimit.
+      this.dropped = 0;
       this.queue.length = 0;
       this.queued = 0;
       this.dropTimer = setTimeout(() => this.abort(cutOff()), this.options.dropMs);

@@ -1,7 +1,7 @@
 /**
- * Gantry's node flags (a larger young generation: fewer, cheaper scavenges under load) are given in three
- * launchers, which must agree: `npm start`, the `gantry` command's shebang and the Docker image. The bench
- * reads them from `npm start`.
+ * Gantry's node flags (a larger young generation: fewer, cheaper scavenges under load) are given by the
+ * two launchers that can carry them, which must agree: `npm start` and the Docker image. The bench reads
+ * them from `npm start`. The `gantry` command's shebang stays plain (BusyBox's env has no -S).
  */
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -23,23 +23,14 @@ describe('launch flags', () => {
     expect(startFlags()).toContain('--max-semi-space-size=64');
   });
 
-  it('the gantry command and the Docker image use the same flags as npm start', () => {
-    const shebang = read('bin/gantry.js').split('\n')[0] as string;
-    expect(shebang).toBe(`#!/usr/bin/env -S node ${startFlags().join(' ')}`);
+  it('the Docker image uses the same flags as npm start', () => {
     const cmd = /^CMD (\[.*\])$/m.exec(read('Dockerfile'))?.[1];
     expect(JSON.parse(cmd as string)).toEqual(['node', ...startFlags(), 'bin/gantry.js', 'serve']);
   });
 
-  it('the gantry command runs through its shebang, and node takes the flags', async () => {
-    const run = promisify(execFile);
-    const { stdout } = await run(new URL('bin/gantry.js', root).pathname, ['--help']);
+  it('the gantry command keeps a plain node shebang (env -S is not everywhere) and runs', async () => {
+    expect(read('bin/gantry.js').split('\n')[0]).toBe('#!/usr/bin/env node');
+    const { stdout } = await promisify(execFile)(new URL('bin/gantry.js', root).pathname, ['--help']);
     expect(stdout).toContain('gantry');
-    // The shebang's interpreter line as the kernel hands it to env: node sees the flags, not one word.
-    const interpreter = (read('bin/gantry.js').split('\n')[0] as string).slice(2).split(' ');
-    const { stdout: argv } = await run(interpreter[0] as string, [
-      ...interpreter.slice(1, 2),
-      `${interpreter.slice(2).join(' ')} -p process.execArgv.slice(0,${startFlags().length}).join(" ")`,
-    ]);
-    expect(argv.trim()).toBe(startFlags().join(' '));
   });
 });

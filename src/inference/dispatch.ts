@@ -155,7 +155,13 @@ class Replay implements AsyncIterableIterator<SseEvent> {
   next(): Promise<IteratorResult<SseEvent>> {
     const held = this.held;
     if (this.replayed < held.length) {
-      return Promise.resolve({ done: false, value: held[this.replayed++] as SseEvent });
+      const value = held[this.replayed++] as SseEvent;
+      // Replayed in full: the stream need not keep them for the rest of its life.
+      if (this.replayed === held.length) {
+        held.length = 0;
+        this.replayed = 0;
+      }
+      return Promise.resolve({ done: false, value });
     }
     if (this.ended) return Promise.resolve({ done: true, value: undefined });
     return this.it.next();
@@ -163,6 +169,8 @@ class Replay implements AsyncIterableIterator<SseEvent> {
 
   /** The consumer stopped early (client gone): let the provider release its upstream connection. */
   async return(): Promise<IteratorResult<SseEvent>> {
+    // Nothing held is handed out after the consumer stopped.
+    this.held.length = 0;
     if (!this.ended) {
       this.ended = true;
       await this.it.return?.();
