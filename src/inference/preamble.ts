@@ -10,8 +10,11 @@ export function isRoleOnlyChunk(event: SseEvent): boolean {
   return d.includes('"role"') && !CONTENT.test(d) && !FINISHED.test(d);
 }
 
-/** Non-empty content, and a finish reason, in compact JSON or with spaces (Python's json.dumps). */
-const CONTENT = /"content"\s*:\s*"[^"]/;
+/**
+ * A chat chunk with non-empty content, and one with a finish reason, in compact JSON or with spaces
+ * (Python's json.dumps). CONTENT is also the meter's first-token test (usage-capture.ts).
+ */
+export const CONTENT = /"content"\s*:\s*"[^"]/;
 const FINISHED = /"finish_reason"\s*:\s*"/;
 
 const RESPONSES_PREAMBLE = new Set(['response.created', 'response.in_progress']);

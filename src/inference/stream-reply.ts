@@ -95,21 +95,22 @@ class TickWriter {
   }
 
   flush(): void {
-    const text = this.pending;
-    if (text === '') return;
-    this.pending = '';
-    const res = this.res;
-    if (!res.destroyed && !res.writableEnded) res.write(text);
+    const text = this.take();
+    if (text !== undefined && text !== '') this.res.write(text);
   }
 
-  /** Ends the response with what is pending (nothing is written to a client that is gone). */
+  /** Ends the response with what is pending. */
   end(): void {
+    const text = this.take();
+    if (text === '') this.res.end();
+    else if (text !== undefined) this.res.end(text);
+  }
+
+  /** The pending text, emptied; undefined when the response can take no more (client gone, ended). */
+  private take(): string | undefined {
     const text = this.pending;
     this.pending = '';
-    const res = this.res;
-    if (res.destroyed || res.writableEnded) return;
-    if (text === '') res.end();
-    else res.end(text);
+    return this.res.destroyed || this.res.writableEnded ? undefined : text;
   }
 }
 

@@ -1,5 +1,6 @@
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { countCompletionTokens } from '../metering/tokens.js';
+import { CONTENT } from './preamble.js';
 
 /** Token counts of one call as the upstream reported them, or as Gantry counted what was delivered. */
 export interface TokenUsage {
@@ -31,7 +32,7 @@ function num(value: unknown): number | undefined {
 }
 
 /** A chat chunk with content, or a Responses text delta (compact JSON or with spaces). */
-const FIRST_TOKEN = /"content"\s*:\s*"[^"]|"type"\s*:\s*"response\.output_text\.delta"/;
+const FIRST_TOKEN = new RegExp(`${CONTENT.source}|"type"\\s*:\\s*"response\\.output_text\\.delta"`);
 /** Event text kept for metering a cut stream before it is reduced to its content (see fold). */
 const FOLD_AT = 256 * 1024;
 
