@@ -134,6 +134,8 @@ interface RawConfig {
     retention_minutes?: number;
     max_attempts?: number;
     concurrency?: number;
+    worker_lock_seconds?: number;
+    store_timeout_ms?: number;
     files_dir?: string;
     storage?: {
       kind: 'local' | 's3';
@@ -310,8 +312,10 @@ function buildPredictions(
   return {
     awaitTimeoutMs: Math.round((raw.await_timeout_seconds ?? 60) * 1000),
     retentionMs: Math.round((raw.retention_minutes ?? 15) * 60_000),
-    maxAttempts: raw.max_attempts ?? 3,
+    maxAttempts: raw.max_attempts ?? 2,
     concurrency: raw.concurrency ?? 8,
+    workerLockMs: Math.round((raw.worker_lock_seconds ?? 30) * 1000),
+    storeTimeoutMs: raw.store_timeout_ms ?? 1_000,
     filesDir: raw.files_dir ? resolve(raw.files_dir) : join(dataDir, 'files'),
     storage,
     webhooks: {

@@ -230,6 +230,8 @@ export const configSchema = {
         retention_minutes: { type: 'number', exclusiveMinimum: 0 },
         max_attempts: { type: 'integer', minimum: 1, maximum: 20 },
         concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
+        worker_lock_seconds: { type: 'number', minimum: 1, maximum: 3600 },
+        store_timeout_ms: { type: 'integer', minimum: 50, maximum: 60_000 },
         files_dir: { type: 'string' },
         /** Where output files live: the local folder (default) or an S3-compatible bucket. */
         storage: {

@@ -132,6 +132,10 @@ export interface PredictionSettings {
   maxAttempts: number;
   /** Predictions one worker process runs at once. */
   concurrency: number;
+  /** A running job's lock (distributed mode): a worker silent this long is presumed dead, its job re-run. */
+  workerLockMs: number;
+  /** Deadline of the store and queue writes of a create: past it the caller gets 503 and nothing runs. */
+  storeTimeoutMs: number;
   /** Folder of the local-disk file store. */
   filesDir: string;
   /** The output file store (credentials already read from the environment). */

@@ -1,5 +1,4 @@
 import { createHmac, randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { type MediaUnits, newUsageId, type UsageRecord } from '../usage/index.js';
 import { releasePrediction } from './admission.js';
@@ -7,6 +6,7 @@ import type { PredictionDeps } from './context.js';
 import { serializePrediction } from './serialize.js';
 import {
   isTerminal,
+  type NewDelivery,
   type PredictionPatch,
   type PredictionRecord,
   type PredictionStatus,
@@ -49,15 +49,23 @@ export async function markProcessing(
   deps: PredictionDeps,
   id: string,
 ): Promise<PredictionRecord | undefined> {
+  const current = await deps.store.get(id);
+  if (current?.status !== 'starting') return undefined;
   const now = Date.now();
-  const record = await deps.store.update(id, { status: 'processing', startedAt: now }, ['starting']);
-  if (record) await announce(deps, record);
+  const patch: PredictionPatch = { status: 'processing', startedAt: now };
+  const outbox = await webhookOutbox(deps, { ...current, ...patch, updatedAt: now });
+  const record = await deps.store.update(id, patch, ['starting'], outbox);
+  if (!record) return undefined;
+  await queueDeliveries(deps, record, outbox);
+  await deps.bus.publish(record.id, { type: 'status', status: record.status });
   return record;
 }
 
 /**
  * Moves a non-terminal prediction to a terminal status with the given facts. Returns the record, or
  * undefined when another party (a cancel, another worker) finished it first: then nothing is announced.
+ * Throws only when the store could not be written (nothing changed then, or the change was made and
+ * its answer lost: a retry then finds the prediction finished and returns undefined).
  */
 export async function finish(
   deps: PredictionDeps,
@@ -71,14 +79,16 @@ export async function finish(
   const final: PredictionPatch = { ...patch, status, completedAt: now, sealedSecrets: null };
   const bill = price(deps, { ...current, ...final });
   final.creditsUsed = bill.credits;
-  const record = await deps.store.update(id, final);
+  // The status and the webhook it owes are one write (the outbox): no crash can separate them.
+  const outbox = await webhookOutbox(deps, { ...current, ...final, updatedAt: now });
+  const record = await deps.store.update(id, final, undefined, outbox);
   if (!record) return undefined;
-  // What must not be lost comes first: the usage record (in memory, batched) and the webhook delivery
-  // (stored, retried); stream events and bus notifications are best effort after that.
+  // The usage record (in memory, batched) comes before anything that can wait; stream events and bus
+  // notifications are best effort after that.
   deps.usage.add(usageRecordOf(record, bill));
   await releasePrediction(deps, record.lease);
   deps.metrics.predictionDone(record.model, status, (now - record.createdAt) / 1000);
-  await scheduleWebhook(deps, record);
+  await queueDeliveries(deps, record, outbox);
   try {
     if (record.stream) {
       // Text arrived piece by piece already; file outputs are announced once they are stored.
@@ -109,52 +119,40 @@ export async function emitStream(
   await deps.bus.publish(id, { type: 'stream', event: stored });
 }
 
-/** Status notification for `await` and the subscribed webhook event, after a non-terminal change. */
-async function announce(deps: PredictionDeps, record: PredictionRecord): Promise<void> {
-  await scheduleWebhook(deps, record);
-  await deps.bus.publish(record.id, { type: 'status', status: record.status });
+/**
+ * The webhook delivery owed for the status `next` is about to reach, if its caller subscribed to that
+ * event: written by the store together with the status (the outbox).
+ */
+async function webhookOutbox(deps: PredictionDeps, next: PredictionRecord): Promise<NewDelivery[]> {
+  const event = EVENT_OF[next.status];
+  if (!event || !next.webhook?.events.includes(event)) return [];
+  const body = JSON.stringify({ ...(await serialize(deps, next)), webhook_event_type: event });
+  const now = Date.now();
+  return [
+    {
+      id: `msg_${randomUUID().replaceAll('-', '')}`,
+      event,
+      body,
+      state: 'pending',
+      attempts: 0,
+      createdAt: now,
+      nextAttemptAt: now,
+      log: [],
+    },
+  ];
 }
 
-const DELIVERY_WRITE_ATTEMPTS = 4;
-
-/**
- * Records the webhook delivery of the status the prediction just reached, if its caller subscribed to
- * it. The record is retried through a short store outage; queueing it is not (a sweep queues pending
- * deliveries that no queue holds).
- */
-async function scheduleWebhook(deps: PredictionDeps, record: PredictionRecord): Promise<void> {
-  const event = EVENT_OF[record.status];
-  if (!event || !record.webhook?.events.includes(event)) return;
-  const body = JSON.stringify({ ...(await serialize(deps, record)), webhook_event_type: event });
-  const pending = {
-    id: `msg_${randomUUID().replaceAll('-', '')}`,
-    predictionId: record.id,
-    event,
-    body,
-    state: 'pending' as const,
-    attempts: 0,
-    createdAt: Date.now(),
-    nextAttemptAt: Date.now(),
-    log: [],
-  };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await deps.store.addDelivery(pending);
-      break;
-    } catch (error) {
-      if (attempt >= DELIVERY_WRITE_ATTEMPTS) {
-        deps.log.error(
-          { err: (error as Error).message, prediction: record.id, event },
-          'webhook not recorded',
-        );
-        return;
-      }
-      await sleep(250 * 2 ** attempt);
-    }
+/** Queues the deliveries just written; one not queued is found by recovery (setup.ts requeue). */
+async function queueDeliveries(
+  deps: PredictionDeps,
+  record: PredictionRecord,
+  outbox: readonly NewDelivery[],
+): Promise<void> {
+  for (const delivery of outbox) {
+    await deps.queue.add('webhook', delivery.id).catch((error: Error) => {
+      deps.log.warn({ err: error.message, prediction: record.id }, 'webhook not queued; recovery will');
+    });
   }
-  await deps.queue.add('webhook', pending.id).catch((error: Error) => {
-    deps.log.warn({ err: error.message, prediction: record.id }, 'webhook not queued; the sweep will');
-  });
 }
 
 interface Bill {

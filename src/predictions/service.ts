@@ -119,9 +119,19 @@ export async function createPrediction(
     });
   }
 
+  const deadlineMs = deps.config.predictions.storeTimeoutMs;
   // A retried create is answered before admission: it must not count against the limits again.
   if (idempotencyKey !== undefined) {
-    const existing = await deps.store.findByIdempotencyKey(principal.account.id, idempotencyKey);
+    let existing: PredictionRecord | undefined;
+    try {
+      existing = await withDeadline(
+        deps.store.findByIdempotencyKey(principal.account.id, idempotencyKey),
+        deadlineMs,
+      );
+    } catch (error) {
+      deps.log.error({ err: (error as Error).message }, 'idempotency key could not be looked up');
+      throw storeUnavailable(error);
+    }
     if (existing) return { record: existing, created: false, wait: request.await === true, headers: {} };
   }
   const admission = await admitPrediction(deps, principal, entry, checked.input);
@@ -163,18 +173,24 @@ export async function createPrediction(
 
   let stored: Awaited<ReturnType<typeof deps.store.create>>;
   try {
-    stored = await deps.store.create(record, idempotencyKey);
-    if (stored.created) await deps.queue.add('prediction', record.id);
+    stored = await withDeadline(
+      (async () => {
+        const result = await deps.store.create(record, idempotencyKey);
+        if (result.created) await deps.queue.add('prediction', record.id);
+        return result;
+      })(),
+      deadlineMs,
+    );
   } catch (error) {
-    // Stored but not queued: take it back, so the 503 is true (a retry creates it anew).
-    await deps.store.delete(record.id).catch(() => undefined);
+    // The caller hears 503, so the prediction must never run: a create still on its way (queued behind
+    // a Redis outage) is voided, one stored but not queued is taken back. Not awaited: the answer must
+    // not wait for the outage; the store keeps the order of its own commands.
+    void deps.store
+      .abandon(record.id)
+      .catch((e: Error) => deps.log.warn({ err: e.message, prediction: record.id }, 'abandon failed'));
     await releasePrediction(deps, admission.lease);
     deps.log.error({ err: (error as Error).message }, 'prediction could not be stored or queued');
-    throw new GantryError('PREDICTION_ERROR', {
-      details: 'The prediction store or queue did not answer; retry with backoff (same Idempotency-Key).',
-      headers: { 'retry-after': '1' },
-      cause: error,
-    });
+    throw storeUnavailable(error);
   }
   // A retried create returns the first prediction; the slot taken for this call is not needed.
   if (!stored.created) await releasePrediction(deps, admission.lease);
@@ -184,6 +200,24 @@ export async function createPrediction(
     wait: request.await === true,
     headers: admission.headers,
   };
+}
+
+/** 503 PREDICTION_ERROR: the store or queue failed or missed its deadline; nothing was accepted. */
+function storeUnavailable(cause: unknown): GantryError {
+  return new GantryError('PREDICTION_ERROR', {
+    details: 'The prediction store or queue did not answer; retry with backoff (same Idempotency-Key).',
+    headers: { 'retry-after': '1' },
+    cause,
+  });
+}
+
+/** The work's outcome, or a rejection once `ms` pass (the work itself goes on; see abandon). */
+function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
 }
 
 async function parseWebhook(deps: PredictionDeps, value: unknown): Promise<WebhookTarget | null> {

@@ -146,6 +146,11 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     queue = new BullJobQueue({
       url: config.redisUrl,
       onError: (error) => log.warn({ err: error.message }, 'prediction queue error'),
+      // A dead worker's job is taken over within 1.5 locks (checks every half lock), and at most once:
+      // with the store's attempts, a prediction runs at most twice (README, Predictions).
+      lockDurationMs: config.predictions.workerLockMs,
+      stalledIntervalMs: Math.max(500, Math.floor(config.predictions.workerLockMs / 2)),
+      maxStalledCount: 1,
     });
   } else {
     queue = new MemoryJobQueue();
@@ -182,7 +187,13 @@ export function createPredictions(options: PredictionsOptions): Predictions {
       worker.start();
       deliverer.start();
       // Embedded: the in-process queue died with the last process, so everything unfinished is re-queued.
+      // Distributed: what a dead instance wrote but did not queue (a delivery written with its status
+      // just before a crash) is queued now rather than at the first sweep; queued ids are not doubled.
       if (!distributed) await requeue(deps, Number.MAX_SAFE_INTEGER);
+      else
+        await requeue(deps, Date.now()).catch((e) =>
+          log.warn({ err: (e as Error).message }, 'start-up recovery failed; the sweep will retry'),
+        );
       // Both modes, now and then: work the queue lost (an add that failed, a delivery recorded while a
       // worker drained its queue) is found in the store and queued again; queued ids are not duplicated.
       sweepTimer = setInterval(

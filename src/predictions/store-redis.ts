@@ -7,6 +7,7 @@
  *   {<id>}:events                 list: the SSE stream events; an event's seq is its list position
  *   {<id>}:deliveries             zset: the prediction's delivery ids by seq
  *   {<id>}:delivery-seq           counter: the last delivery seq handed out
+ *   {<id>}:abandoned              string: set by abandon(); a create arriving after it is refused (TTL 1 h)
  *   delivery:<deliveryId>         hash: one delivery, one JSON-encoded field per property
  *   account:<accountId>           zset: prediction ids by createdAt (list)
  *   account:<accountId>:model:<m> zset: the same, for one model (list with a model filter)
@@ -18,8 +19,10 @@
  * Predictions, events and deliveries carry no TTL: they are kept until delete() (the retention purge
  * removes files, not records). Only idempotency keys expire, after 24 hours.
  *
- * The `{<id>}` hash tag keeps every key of one prediction in one Redis Cluster slot, so the scripts that
- * touch several of them stay legal on Cluster. The shared indexes (account, unfinished, purge, pending)
+ * The `{<id>}` hash tag keeps every key of one prediction in one Redis Cluster slot. One script spans
+ * slots: a status change with its webhook deliveries (the outbox) writes the prediction, the delivery
+ * hashes and the pending index in one atomic step, which needs a single Redis (Gantry's prediction
+ * client is not a Cluster client). The other shared indexes (account, unfinished, purge, pending)
  * live in other slots and are therefore written by separate commands, ordered so that a crash between
  * two writes leaves an index entry too many rather than one too few: entries that drive recovery
  * (unfinished, purge, pending) are added before the record changes and removed after, and every reader
@@ -31,6 +34,7 @@ import {
   type DeliveryRecord,
   isTerminal,
   type ListQuery,
+  type NewDelivery,
   type PredictionPatch,
   type PredictionRecord,
   type PredictionStatus,
@@ -49,12 +53,17 @@ type DeliveryPatch = Partial<Pick<DeliveryRecord, 'state' | 'attempts' | 'nextAt
 /** Fields beside the record's own in the prediction hash; the leading `_` keeps them apart. */
 const IDEMPOTENCY_FIELD = '_idempotency';
 
-/* KEYS[1] the prediction hash; ARGV its field/value pairs. Refuses to overwrite an existing id. */
+/*
+ * KEYS[1] the prediction hash, KEYS[2] its abandoned marker; ARGV its field/value pairs. Refuses to
+ * overwrite an existing id (0) and a create its caller abandoned (-1).
+ */
 const CREATE_SCRIPT = new LuaScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 `);
+const ABANDONED_TTL_SECONDS = 60 * 60;
 
 /*
  * KEYS[1] the prediction hash. ARGV[1] n, ARGV[2..n+1] the allowed statuses (JSON-encoded, as stored),
@@ -72,6 +81,37 @@ end
 if not allowed then return false end
 if #ARGV > n + 1 then
   redis.call('HSET', KEYS[1], unpack(ARGV, n + 2))
+end
+return redis.call('HGETALL', KEYS[1])
+`);
+
+/*
+ * UPDATE_SCRIPT with the outbox. KEYS[1] the prediction hash, KEYS[2] its deliveries zset, KEYS[3] its
+ * delivery seq counter, KEYS[4] the pending deliveries index, KEYS[5..] the new deliveries' hashes.
+ * ARGV[1] n, ARGV[2..n+1] the allowed statuses, then m and m field/value args of the patch, then per
+ * delivery: its id, nextAttemptAt, k and k field/value args (seq is added here). Returns the whole
+ * prediction hash, or nil (and writes nothing) when the condition fails.
+ */
+const TRANSITION_SCRIPT = new LuaScript(`
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return false end
+local n = tonumber(ARGV[1])
+local allowed = false
+for i = 2, n + 1 do
+  if ARGV[i] == status then allowed = true break end
+end
+if not allowed then return false end
+local i = n + 2
+local m = tonumber(ARGV[i])
+if m > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, i + 1, i + m)) end
+i = i + m + 1
+for d = 5, #KEYS do
+  local id, due, k = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local seq = redis.call('INCR', KEYS[3])
+  redis.call('HSET', KEYS[d], 'seq', seq, unpack(ARGV, i + 3, i + 2 + k))
+  redis.call('ZADD', KEYS[2], seq, id)
+  redis.call('ZADD', KEYS[4], due, id)
+  i = i + 3 + k
 end
 return redis.call('HGETALL', KEYS[1])
 `);
@@ -119,6 +159,9 @@ class PredictionKeys {
   }
   deliverySeq(id: string): string {
     return `${this.prediction(id)}:delivery-seq`;
+  }
+  abandoned(id: string): string {
+    return `${this.prediction(id)}:abandoned`;
   }
   delivery(deliveryId: string): string {
     return `${this.prefix}delivery:${enc(deliveryId)}`;
@@ -204,8 +247,11 @@ export class RedisPredictionStore implements PredictionStore {
     await this.addRecoveryEntries(record);
     const fields = encodeFields(record);
     if (idemKey) fields.push(IDEMPOTENCY_FIELD, idemKey);
-    const inserted = await CREATE_SCRIPT.run(this.redis, [this.keys.prediction(id)], fields);
-    if (Number(inserted) !== 1) throw new Error(`prediction ${id} already exists`);
+    const inserted = Number(
+      await CREATE_SCRIPT.run(this.redis, [this.keys.prediction(id), this.keys.abandoned(id)], fields),
+    );
+    if (inserted === -1) throw new Error(`prediction ${id} was abandoned by its caller`);
+    if (inserted !== 1) throw new Error(`prediction ${id} already exists`);
 
     if (idemKey) {
       const claimed = await this.redis.set(idemKey, id, 'EX', IDEMPOTENCY_TTL_SECONDS, 'NX');
@@ -242,14 +288,37 @@ export class RedisPredictionStore implements PredictionStore {
     id: string,
     patch: PredictionPatch,
     from: readonly PredictionStatus[] = ACTIVE_STATUSES,
+    outbox: readonly NewDelivery[] = [],
   ): Promise<PredictionRecord | undefined> {
     if (patch.completedAt != null && patch.dataRemoved !== true) {
       // Before the write, like create: an extra entry is dropped by dueForPurge, a missing one never purges.
       await this.redis.zadd(this.keys.purge, patch.completedAt, id);
     }
     const args: Array<string | number> = [from.length, ...from.map((s) => JSON.stringify(s))];
-    args.push(...encodeFields({ ...patch, updatedAt: Date.now() }));
-    const reply = await UPDATE_SCRIPT.run(this.redis, [this.keys.prediction(id)], args);
+    const fields = encodeFields({ ...patch, updatedAt: Date.now() });
+    let reply: unknown;
+    if (outbox.length === 0) {
+      reply = await UPDATE_SCRIPT.run(this.redis, [this.keys.prediction(id)], [...args, ...fields]);
+    } else {
+      const keys = [
+        this.keys.prediction(id),
+        this.keys.deliveriesOf(id),
+        this.keys.deliverySeq(id),
+        this.keys.pendingDeliveries,
+      ];
+      args.push(fields.length, ...fields);
+      for (const delivery of outbox) {
+        const deliveryFields = encodeFields({ ...delivery, predictionId: id, state: 'pending' });
+        keys.push(this.keys.delivery(delivery.id));
+        args.push(
+          delivery.id,
+          delivery.nextAttemptAt ?? Date.now(),
+          deliveryFields.length,
+          ...deliveryFields,
+        );
+      }
+      reply = await TRANSITION_SCRIPT.run(this.redis, keys, args);
+    }
     const record = toPrediction(pairsToHash(reply));
     if (!record) return undefined;
     if (isTerminal(record.status)) await this.redis.zrem(this.keys.unfinished, id);
@@ -298,6 +367,13 @@ export class RedisPredictionStore implements PredictionStore {
     await Promise.all(removals);
     await this.redis.del(this.keys.events(id), this.keys.deliveriesOf(id), this.keys.deliverySeq(id));
     return (await this.redis.del(this.keys.prediction(id))) > 0;
+  }
+
+  async abandon(id: string): Promise<void> {
+    // One connection keeps order: the marker reaches Redis before any step of the create not yet sent
+    // (the create script then refuses), and a create already applied is deleted after it.
+    await this.redis.set(this.keys.abandoned(id), '1', 'EX', ABANDONED_TTL_SECONDS);
+    await this.delete(id);
   }
 
   async unfinished(limit: number): Promise<string[]> {

@@ -3,6 +3,7 @@ import {
   type DeliveryRecord,
   isTerminal,
   type ListQuery,
+  type NewDelivery,
   type PredictionPatch,
   type PredictionRecord,
   type PredictionStatus,
@@ -162,13 +163,19 @@ export class SqlitePredictionStore implements PredictionStore {
     return this.read(id);
   }
 
-  async update(id: string, patch: PredictionPatch, from?: readonly PredictionStatus[]) {
+  async update(
+    id: string,
+    patch: PredictionPatch,
+    from?: readonly PredictionStatus[],
+    outbox: readonly NewDelivery[] = [],
+  ) {
     return this.transaction(() => {
       const current = this.read(id);
       if (!current) return undefined;
       if (from ? !from.includes(current.status) : isTerminal(current.status)) return undefined;
       const next: PredictionRecord = { ...current, ...patch, updatedAt: Date.now() };
       this.stmt.write.run(next.status, next.completedAt, next.dataRemoved ? 1 : 0, JSON.stringify(next), id);
+      for (const delivery of outbox) this.insertDelivery({ ...delivery, predictionId: id });
       return next;
     });
   }
@@ -210,6 +217,11 @@ export class SqlitePredictionStore implements PredictionStore {
     });
   }
 
+  async abandon(id: string) {
+    // Writes here are synchronous: a create either happened or never will.
+    await this.delete(id);
+  }
+
   async unfinished(limit: number) {
     return (this.stmt.unfinished.all(limit) as Array<{ id: string }>).map((r) => r.id);
   }
@@ -234,19 +246,22 @@ export class SqlitePredictionStore implements PredictionStore {
   }
 
   async addDelivery(delivery: Omit<DeliveryRecord, 'seq'>) {
-    return this.transaction(() => {
-      const { seq } = this.stmt.lastDeliverySeq.get(delivery.predictionId) as { seq: number };
-      const stored: DeliveryRecord = { ...delivery, seq: seq + 1 };
-      this.stmt.insertDelivery.run(
-        stored.id,
-        stored.predictionId,
-        stored.seq,
-        stored.state,
-        stored.nextAttemptAt,
-        JSON.stringify(stored),
-      );
-      return stored;
-    });
+    return this.transaction(() => this.insertDelivery(delivery));
+  }
+
+  /** Inside a transaction: the delivery with the next seq of its prediction. */
+  private insertDelivery(delivery: Omit<DeliveryRecord, 'seq'>): DeliveryRecord {
+    const { seq } = this.stmt.lastDeliverySeq.get(delivery.predictionId) as { seq: number };
+    const stored: DeliveryRecord = { ...delivery, seq: seq + 1 };
+    this.stmt.insertDelivery.run(
+      stored.id,
+      stored.predictionId,
+      stored.seq,
+      stored.state,
+      stored.nextAttemptAt,
+      JSON.stringify(stored),
+    );
+    return stored;
   }
 
   async getDelivery(id: string) {

@@ -144,6 +144,9 @@ export interface DeliveryRecord {
   log: DeliveryAttemptLog[];
 }
 
+/** A delivery written together with a status change (the outbox); the store sets its prediction and seq. */
+export type NewDelivery = Omit<DeliveryRecord, 'seq' | 'predictionId'>;
+
 export interface DeliveryAttemptLog {
   at: number;
   outcome: 'delivered' | 'retry' | 'rejected' | 'gave_up';
@@ -176,14 +179,24 @@ export interface PredictionStore {
    * Applies the patch only while the prediction is in one of `from` (default: any non-terminal status),
    * atomically; returns the updated record, or undefined when the prediction is missing or the condition
    * failed (e.g. it was canceled meanwhile). `updatedAt` is set by the store.
+   *
+   * `outbox`: webhook deliveries written in the same atomic step, pending, with the next seq numbers of
+   * the prediction (none when the condition failed). A crash can then never leave a status change
+   * without the deliveries it owes; recovery queues pending deliveries that no queue holds.
    */
   update(
     id: string,
     patch: PredictionPatch,
     from?: readonly PredictionStatus[],
+    outbox?: readonly NewDelivery[],
   ): Promise<PredictionRecord | undefined>;
   /** Newest first. */
   list(query: ListQuery): Promise<{ records: PredictionRecord[]; total: number }>;
+  /**
+   * Voids a create whose caller was told it failed (it timed out): a create not applied yet never will
+   * be, and one already applied is removed, so the prediction never runs.
+   */
+  abandon(id: string): Promise<void>;
   /** Removes the prediction, its deliveries and stream events; true when it existed. */
   delete(id: string): Promise<boolean>;
   /** Ids of non-terminal predictions (start-up recovery in embedded mode, stuck-job sweeps). */

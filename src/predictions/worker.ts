@@ -5,6 +5,7 @@ import { mediaBackendFor } from '../../providers/predictions/index.js';
 import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
 import { isValidContentType } from '../blobs/types.js';
+import { nextDelayMs } from '../webhooks/backoff.js';
 import { extendPrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { emitStream, finish, markProcessing } from './lifecycle.js';
@@ -21,6 +22,16 @@ const downloads = new Agent().compose(interceptors.redirect({ maxRedirections: 3
 const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
 /** Log text is flushed to the store at most this often (a chatty model would otherwise write per line). */
 const LOG_FLUSH_MS = 250;
+/** How long a run's outcome is retried through a store outage before the job goes back to the queue. */
+const STORE_RETRY_MS = 5 * 60_000;
+const STORE_BACKOFF = { baseMs: 200, maxMs: 5_000 };
+
+/** The prediction store stayed unreachable for STORE_RETRY_MS. */
+class StoreUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`prediction store unreachable: ${(cause as Error).message}`, { cause });
+  }
+}
 
 /**
  * Runs prediction jobs: one backend call per attempt, outputs copied into Gantry's file store, the
@@ -95,24 +106,32 @@ export class PredictionWorker {
       const latest = await deps.store.get(record.id);
       if (!latest || isTerminal(latest.status)) return;
       const result = await this.callBackend(record, controller.signal, logs);
-      await logs.flush();
+      // The logs also go into the final write below: a flush lost to a store outage costs nothing.
+      await logs.flush().catch(() => undefined);
       const predictTime = result.predictTime ?? (performance.now() - started) / 1000;
       const stored = await this.storeOutputs(record, result.outputs);
-      const finished = await finish(deps, record.id, 'succeeded', {
-        files: stored.files,
-        outputText: stored.text,
-        predictTime,
-        megapixels: stored.megapixels,
-        progress: record.progress === null ? null : 100,
-        ...(result.logs ? { logs: result.logs } : {}),
-      });
+      const finished = await this.persist(record.id, () =>
+        finish(deps, record.id, 'succeeded', {
+          files: stored.files,
+          outputText: stored.text,
+          predictTime,
+          megapixels: stored.megapixels,
+          progress: record.progress === null ? null : 100,
+          logs: result.logs || logs.text(),
+        }),
+      );
       if (!finished) {
-        // Canceled or deleted while the outputs were being stored: they belong to nobody.
-        await deps.blobs.deletePrefix(record.id);
+        // Canceled or deleted while the outputs were being stored: they belong to nobody. A success is
+        // ours (a write whose answer an outage lost) or another run's, with the same files: kept.
+        const latest = await this.persist(record.id, () => deps.store.get(record.id));
+        if (latest?.status !== 'succeeded') await deps.blobs.deletePrefix(record.id);
         return;
       }
     } catch (error) {
       await logs.flush().catch(() => {});
+      // The store stayed away past the retry cap: the job goes back to the queue, the prediction stays
+      // as the store has it (a store error is never the backend's failure).
+      if (error instanceof StoreUnavailableError) throw error;
       if (canceled) {
         // Outputs stored before the cancel landed belong to nobody.
         await deps.blobs.deletePrefix(record.id).catch(() => undefined);
@@ -132,12 +151,36 @@ export class PredictionWorker {
       if (!(error instanceof BackendError)) {
         deps.log.error({ err: error, prediction: record.id }, 'prediction failed unexpectedly');
       }
-      await finish(deps, record.id, 'failed', { error: failureMessage(error) });
+      await this.persist(record.id, () =>
+        finish(deps, record.id, 'failed', { error: failureMessage(error) }),
+      );
     } finally {
       clearInterval(keepSlot);
       unsubscribe();
       this.running.delete(record.id);
       settle();
+    }
+  }
+
+  /**
+   * A store write that must not be lost (the outcome of a run that already happened): retried with
+   * backoff through a store outage, up to STORE_RETRY_MS, then StoreUnavailableError.
+   */
+  private async persist<T>(id: string, write: () => Promise<T>): Promise<T> {
+    const giveUpAt = Date.now() + STORE_RETRY_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await write();
+      } catch (error) {
+        if (Date.now() >= giveUpAt) throw new StoreUnavailableError(error);
+        if (attempt === 1) {
+          this.deps.log.warn(
+            { err: (error as Error).message, prediction: id },
+            'prediction store write failed; retrying until the store is back',
+          );
+        }
+        await sleep(nextDelayMs(attempt, STORE_BACKOFF));
+      }
     }
   }
 
@@ -155,7 +198,7 @@ export class PredictionWorker {
     // before the terminal event (webhooks go out in that order).
     let processing: Promise<unknown> | undefined;
     const toProcessing = () => {
-      processing ??= markProcessing(deps, record.id).catch((error: Error) =>
+      processing ??= this.persist(record.id, () => markProcessing(deps, record.id)).catch((error: Error) =>
         deps.log.warn({ err: error.message, prediction: record.id }, 'processing status not recorded'),
       );
       return processing;
@@ -235,6 +278,11 @@ class LogBuffer {
     private readonly record: PredictionRecord,
   ) {
     this.logs = record.logs;
+  }
+
+  /** Every log line so far, flushed or not. */
+  text(): string {
+    return this.logs + this.pending;
   }
 
   add(text: string): void {

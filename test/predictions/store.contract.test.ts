@@ -381,6 +381,24 @@ function contract(impl: Implementation): void {
     });
   });
 
+  describe('abandon', () => {
+    it('removes a prediction already created, and it is not unfinished any more', async () => {
+      const s = await fresh();
+      const a = prediction();
+      await s.create(a, 'idem-abandon');
+      await s.abandon(a.id);
+      expect(await s.get(a.id)).toBeUndefined();
+      expect(await s.unfinished(10)).toEqual([]);
+      expect(await s.findByIdempotencyKey(a.accountId, 'idem-abandon')).toBeUndefined();
+    });
+
+    it('is harmless for an id that was never created', async () => {
+      const s = await fresh();
+      await s.abandon('p-never');
+      expect(await s.get('p-never')).toBeUndefined();
+    });
+  });
+
   describe('delete', () => {
     it('removes the prediction, its stream events and its deliveries', async () => {
       const s = await fresh();
@@ -560,6 +578,64 @@ function contract(impl: Implementation): void {
       expect(await s.getDelivery('d-missing')).toBeUndefined();
     });
 
+    it('outbox: a status change writes its deliveries in the same step, pending, with the next seqs', async () => {
+      const s = await fresh();
+      const a = prediction();
+      await s.create(a);
+      const first = await s.addDelivery(delivery(a.id, { nextAttemptAt: 1000 }));
+      const { predictionId: _, ...started } = delivery(a.id, {
+        event: 'prediction.started',
+        nextAttemptAt: 2000,
+      });
+      const updated = await s.update(a.id, { status: 'processing', startedAt: 5 }, ['starting'], [started]);
+      expect(updated?.status).toBe('processing');
+      const written = await s.deliveries(a.id);
+      expect(written).toEqual([first, { ...started, predictionId: a.id, seq: 2 }]);
+      // Pending and due: recovery finds it, with no job ever queued for it.
+      expect(await s.pendingDeliveries(2000, 10)).toEqual([first.id, started.id]);
+
+      const { predictionId: __, ...done } = delivery(a.id, {
+        event: 'prediction.succeeded',
+        nextAttemptAt: 3000,
+      });
+      await s.update(a.id, { status: 'succeeded', completedAt: 6 }, undefined, [done]);
+      expect((await s.get(a.id))?.status).toBe('succeeded');
+      expect((await s.getDelivery(done.id))?.seq).toBe(3);
+      expect(await s.pendingDeliveries(3000, 10)).toEqual([first.id, started.id, done.id]);
+    });
+
+    it('outbox: nothing is written when the condition fails or the prediction is missing', async () => {
+      const s = await fresh();
+      const a = prediction({ status: 'canceled', completedAt: 1 });
+      await s.create(a);
+      const { predictionId: _, ...owed } = delivery(a.id, { event: 'prediction.succeeded' });
+      expect(await s.update(a.id, { status: 'succeeded' }, undefined, [owed])).toBeUndefined();
+      expect(await s.deliveries(a.id)).toEqual([]);
+      expect(await s.getDelivery(owed.id)).toBeUndefined();
+      expect(await s.pendingDeliveries(Number.MAX_SAFE_INTEGER, 10)).toEqual([]);
+      expect(await s.update('p-missing', { status: 'succeeded' }, undefined, [owed])).toBeUndefined();
+      expect(await s.getDelivery(owed.id)).toBeUndefined();
+    });
+
+    it('outbox: racing terminal changes write the deliveries of the winner only', async () => {
+      const s = await fresh();
+      const a = prediction({ status: 'processing' });
+      await s.create(a);
+      const outcomes = ['succeeded', 'canceled', 'failed'] as const;
+      const owed = outcomes.map((status) => {
+        const { predictionId: _, ...d } = delivery(a.id, { event: `prediction.${status}` });
+        return d;
+      });
+      const results = await Promise.all(
+        outcomes.map((status, i) => s.update(a.id, { status }, undefined, [owed[i]!])),
+      );
+      const winners = results.filter((r) => r !== undefined);
+      expect(winners).toHaveLength(1);
+      const written = await s.deliveries(a.id);
+      expect(written.map((d) => d.event)).toEqual([`prediction.${winners[0]?.status}`]);
+      expect(written[0]?.seq).toBe(1);
+    });
+
     it('pendingDeliveries: pending and due at or before `before`, soonest first, up to the limit', async () => {
       const s = await fresh();
       const a = prediction();
@@ -650,5 +726,17 @@ describeRedis('RedisPredictionStore: keys and crash tolerance', () => {
     const record = prediction();
     expect(await store.create(record, 'key-stale')).toEqual({ record, created: true });
     expect((await store.create(prediction(), 'key-stale')).record).toEqual(record);
+  });
+
+  it('a create that reaches Redis after its abandon (queued behind an outage) is refused', async () => {
+    const { store } = setup();
+    const record = prediction();
+    await store.abandon(record.id);
+    await expect(store.create(record, 'key-late')).rejects.toThrow(/abandoned/);
+    expect(await store.get(record.id)).toBeUndefined();
+    expect(await store.unfinished(10)).toEqual([]);
+    // The key is free for the caller's retry.
+    const retry = prediction();
+    expect(await store.create(retry, 'key-late')).toEqual({ record: retry, created: true });
   });
 });
