@@ -1,0 +1,316 @@
+/**
+ * Crashes lose nothing (distributed mode): real `gantry serve` processes (test/helpers/gantry-process.ts)
+ * and a real redis-server with AOF (test/helpers/redis.ts), a fake Cog server as the backend.
+ *
+ * - A webhook delivery written with its prediction's status by a worker that died before queueing it
+ *   (the outbox's crash window) is delivered by the next worker at its start, not at the first sweep.
+ * - Redis stopped while a prediction runs and started again a few seconds later on the same data: the
+ *   prediction ends succeeded with its outputs, run once.
+ * - A create while Redis is down answers 503 PREDICTION_ERROR with Retry-After within its deadline
+ *   (predictions.store_timeout_ms); once Redis is back nothing of it runs, and the same Idempotency-Key
+ *   creates the prediction.
+ * - A worker SIGKILLed mid-prediction: another worker takes the job over within 1.5 worker locks
+ *   (predictions.worker_lock_seconds: 2 here); killed again, the prediction fails: it ran twice, never
+ *   three times.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { RedisPredictionStore } from '../../src/predictions/store-redis.js';
+import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
+import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
+import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
+import { type Res, restCall } from '../helpers/rest.js';
+import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
+import { until, waitFor } from '../helpers/wait.js';
+import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+
+const KEY = 'gty_e2e-predictions-crash-0123456789abcdefghijklmn';
+const SECRET_KEY = randomBytes(32).toString('hex');
+const LOCK_SECONDS = 2;
+const TERMINAL = ['succeeded', 'failed', 'canceled'];
+
+interface Prediction {
+  id: string;
+  status: string;
+  output: string[] | null;
+  error: string | null;
+}
+
+let redis: TestRedis;
+let cog: FakeCog;
+let config: string;
+let receiver: WebhookReceiver | undefined;
+
+beforeAll(async () => {
+  [redis, cog] = await Promise.all([startRedis({ aof: true }), startFakeCog({ concurrency: 4 })]);
+  config = join(tempDir('gantry-crash-config-'), 'gantry.yaml');
+  writeFileSync(
+    config,
+    `
+server:
+  log_level: warn
+providers:
+  cog: { kind: cog, base_url: "${cog.origin}" }
+tiers:
+  default: {}
+accounts:
+  - name: test
+    keys: [{ name: k, key_env: TEST_KEY }]
+predictions:
+  files_dir: ${JSON.stringify(tempDir('gantry-crash-files-'))}
+  worker_lock_seconds: ${LOCK_SECONDS}
+  store_timeout_ms: 500
+  webhooks: { allow_private: true, backoff_base_ms: 100, backoff_max_ms: 500, timeout_ms: 2000 }
+models:
+  - namespace: acme/flux
+    name: Flux
+    type: image
+    vendor: { name: Acme, slug: acme }
+    serves: [predictions]
+    routes: [{ provider: cog }]
+`,
+  );
+});
+
+afterEach(async () => {
+  await stopAllGantry(2_000);
+  await receiver?.close();
+  receiver = undefined;
+  await cog.idle(15_000).catch(() => undefined);
+  cog.reset();
+  // Every test starts from an empty Redis, with no job of an earlier one left.
+  await flushRedis();
+});
+
+afterAll(async () => {
+  await stopAllGantry(1_000);
+  await cog?.close();
+  await redis?.close();
+  removeTempDirs();
+});
+
+async function flushRedis(): Promise<void> {
+  const client = new Redis(redis.url);
+  await client.flushall();
+  await client.quit();
+}
+
+/** A worker's links name the api's address (a worker serves no API); the others their own. */
+function gantry(name: string, role: 'api' | 'worker' | 'all', api?: GantryProcess): Promise<GantryProcess> {
+  return spawnGantry({
+    name,
+    config,
+    dataDir: tempDir(`gantry-crash-data-${name}-`),
+    startTimeoutMs: 60_000,
+    env: {
+      REDIS_URL: redis.url,
+      GANTRY_ROLE: role,
+      GANTRY_SECRET_KEY: SECRET_KEY,
+      TEST_KEY: KEY,
+      ...(api ? { GANTRY_PUBLIC_URL: api.origin } : {}),
+    },
+  });
+}
+
+function call<T = Prediction>(
+  g: GantryProcess,
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Res<T>> {
+  return restCall<T>(g.origin, method, path, { key: KEY, body, headers });
+}
+
+async function create(g: GantryProcess, body: Record<string, unknown>): Promise<Prediction> {
+  const res = await call(g, 'POST', '/v1/predictions', body);
+  if (res.status !== 200) throw new Error(`create on ${g.name}: ${res.status} ${res.text}`);
+  return res.body;
+}
+
+/** The prediction once terminal; GETs that fail (Redis still coming back) are tried again. */
+function terminal(g: GantryProcess, id: string, timeoutMs = 30_000): Promise<Prediction> {
+  return waitFor(
+    `prediction ${id} to end`,
+    async () => {
+      const res = await call(g, 'GET', `/v1/predictions/${id}`).catch(() => undefined);
+      return res?.status === 200 && TERMINAL.includes(res.body.status) ? res.body : undefined;
+    },
+    timeoutMs,
+    100,
+  );
+}
+
+/** The predictions the fake Cog server was asked to run (not the schema reads nor cancels). */
+function runs(): number {
+  return cog.requests.filter((r) => r.method === 'PUT' || (r.method === 'POST' && r.path === '/predictions'))
+    .length;
+}
+
+describeRedis('predictions: crashes lose nothing (distributed)', () => {
+  // Two cold process starts (tsx) under load, then at most a few seconds of recovery.
+  it('a delivery written with its status but never queued (the worker died) goes out when a worker starts', async () => {
+    const api = await gantry('api', 'api');
+    const secret = (await call<{ key: string }>(api, 'GET', '/v1/webhooks/secret')).body.key;
+    receiver = await startWebhookReceiver({ secret });
+    const created = await create(api, {
+      model: 'acme/flux',
+      input: { prompt: 'a fox' },
+      webhook: { url: receiver.url, events: ['completed'] },
+    });
+
+    // What a worker killed right after its final write leaves behind: the prediction succeeded and its
+    // webhook delivery pending in the store (one write, the outbox), no job for the delivery.
+    const client = new Redis(redis.url);
+    const store = new RedisPredictionStore(client);
+    const now = Date.now();
+    const deliveryId = `msg_${randomUUID().replaceAll('-', '')}`;
+    const body = JSON.stringify({ id: created.id, status: 'succeeded', webhook_event_type: 'completed' });
+    const written = await store.update(created.id, { status: 'succeeded', completedAt: now }, undefined, [
+      {
+        id: deliveryId,
+        event: 'prediction.succeeded',
+        body,
+        state: 'pending',
+        attempts: 0,
+        createdAt: now,
+        nextAttemptAt: now,
+        log: [],
+      },
+    ]);
+    await client.quit();
+    expect(written?.status).toBe('succeeded');
+
+    const startedAt = Date.now();
+    await gantry('worker', 'worker', api);
+    // Well before the first sweep (30 s after start, for deliveries due 30 s before).
+    const [got] = await receiver.waitFor(1, 10_000);
+    expect(got?.headers['webhook-id']).toBe(deliveryId);
+    expect(got?.rawBody).toBe(body);
+    expect(got?.signatureValid).toBe(true);
+    expect(Date.now() - startedAt).toBeLessThan(25_000);
+    await until(
+      'the delivery to be recorded as delivered',
+      async () =>
+        (
+          await call<{ data: Array<{ id: string; state: string }> }>(
+            api,
+            'GET',
+            `/v1/predictions/${created.id}/webhooks`,
+          )
+        ).body.data.some((d) => d.id === deliveryId && d.state === 'delivered'),
+      5_000,
+      100,
+    );
+  }, 90_000);
+
+  it('Redis stopped while a prediction runs and started again: it ends succeeded with its outputs, run once', async () => {
+    const g = await gantry('all', 'all');
+    // About 2.5 s of work on the backend: Redis goes down right after it starts, so it ends in the outage.
+    cog.setBehavior({ stepMs: 500, logs: ['step 1', 'step 2', 'step 3', 'step 4'] });
+    const created = await create(g, { model: 'acme/flux', input: { prompt: 'a fox in the snow' } });
+    await until('the backend to run it', () => cog.running().length === 1, 15_000);
+    await redis.stop();
+    await until('the backend to finish during the outage', () => cog.running().length === 0, 15_000);
+    // The worker has its outputs and cannot write them for a while.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    await redis.start();
+
+    const done = await terminal(g, created.id, 60_000);
+    expect(done.error).toBeNull();
+    expect(done.status).toBe('succeeded');
+    expect(done.output).toHaveLength(1);
+    const file = await fetch(String(done.output?.[0]));
+    expect(file.status).toBe(200);
+    expect(runs()).toBe(1);
+  }, 120_000);
+
+  it('a create while Redis is down answers 503 with Retry-After in time; nothing of it runs later', async () => {
+    const g = await gantry('all', 'all');
+    await redis.kill();
+    const started = Date.now();
+    const res = await call(
+      g,
+      'POST',
+      '/v1/predictions',
+      { model: 'acme/flux', input: { prompt: 'x' } },
+      {
+        'idempotency-key': 'outage-1',
+      },
+    );
+    const took = Date.now() - started;
+    expect(res.status, res.text).toBe(503);
+    expect((res.body as unknown as { error: { error_id: string } }).error.error_id).toBe('PREDICTION_ERROR');
+    expect(res.headers.get('retry-after')).toBe('1');
+    // store_timeout_ms is 500; admission (limiter, failing open) adds its own short deadline.
+    expect(took).toBeLessThan(2_500);
+    const second = await call(g, 'POST', '/v1/predictions', { model: 'acme/flux', input: { prompt: 'y' } });
+    expect(second.status, second.text).toBe(503);
+
+    await redis.start();
+    // Once the store answers again: nothing was accepted, so nothing is listed and nothing ran.
+    const list = await waitFor(
+      'the store to answer again',
+      async () => {
+        const r = await call<{ data: Prediction[]; pagination: { total: number } }>(
+          g,
+          'GET',
+          '/v1/predictions',
+        );
+        return r.status === 200 ? r.body : undefined;
+      },
+      20_000,
+      200,
+    );
+    expect(list.data).toEqual([]);
+    expect(list.pagination.total).toBe(0);
+    // The same key after the outage creates the prediction, which runs once.
+    const retried = await call(
+      g,
+      'POST',
+      '/v1/predictions',
+      { model: 'acme/flux', input: { prompt: 'x' } },
+      {
+        'idempotency-key': 'outage-1',
+      },
+    );
+    expect(retried.status, retried.text).toBe(200);
+    expect((await terminal(g, retried.body.id)).status).toBe('succeeded');
+    // Long enough for a create that was held back by the outage to have shown up.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const after = await call<{ data: Prediction[] }>(g, 'GET', '/v1/predictions');
+    expect(after.body.data.map((p) => p.id)).toEqual([retried.body.id]);
+    expect(runs()).toBe(1);
+  }, 120_000);
+
+  it('a SIGKILLed worker’s prediction is taken over within 1.5 locks; a second kill fails it: at most two runs', async () => {
+    const api = await gantry('api', 'api');
+    const first = await gantry('worker-1', 'worker', api);
+    cog.setBehavior({ stepMs: 1_000, logs: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'] });
+    const created = await create(api, { model: 'acme/flux', input: { prompt: 'a long fox' } });
+    await until('the first worker to run it', () => runs() === 1, 20_000);
+    const second = await gantry('worker-2', 'worker', api);
+    expect(runs()).toBe(1);
+
+    first.kill('SIGKILL');
+    await first.exited;
+    const killedAt = Date.now();
+    await until('another worker to take it over', () => runs() === 2, 20_000, 20);
+    const takeover = Date.now() - killedAt;
+    console.log(`takeover after SIGKILL: ${takeover} ms (lock ${LOCK_SECONDS} s)`);
+    // BullMQ's default lock took 35-40 s here; now at most 1.5 locks, plus a little for a busy machine.
+    expect(takeover).toBeLessThan(LOCK_SECONDS * 1_500 + 2_000);
+
+    const third = await gantry('worker-3', 'worker', api);
+    second.kill('SIGKILL');
+    await second.exited;
+    const done = await terminal(api, created.id, 30_000);
+    expect(done.status).toBe('failed');
+    expect(done.error).toMatch(/stopped 2 times/);
+    expect(runs()).toBe(2);
+    expect(third.dead).toBe(false);
+  }, 150_000);
+});
