@@ -45,8 +45,8 @@ export interface BullJobQueueOptions {
   /** How often workers look for jobs whose lock expired. Default 15 s. */
   stalledIntervalMs?: number;
   /**
-   * Times a job may be recovered from a dead worker before BullMQ fails it. Default 5; Gantry sets 1 (a
-   * prediction runs at most twice). A failed job's work is still in the store: the sweeps find it.
+   * Times a job may be recovered from a dead worker before BullMQ fails it. Default 5; Gantry sets
+   * max_attempts, so the run past the store's cap still happens and marks the prediction failed.
    */
   maxStalledCount?: number;
 }

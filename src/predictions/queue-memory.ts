@@ -22,7 +22,7 @@ interface Lane {
 
 /**
  * The embedded job queue: in memory, in this process. Durability comes from the store, not from here:
- * at start-up Gantry re-adds every unfinished prediction and pending delivery (see recovery.ts), so a
+ * at start-up Gantry re-adds every unfinished prediction and pending delivery (setup.ts requeue), so a
  * job lost with the process is found again.
  */
 export class MemoryJobQueue implements JobQueue {

@@ -146,11 +146,12 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     queue = new BullJobQueue({
       url: config.redisUrl,
       onError: (error) => log.warn({ err: error.message }, 'prediction queue error'),
-      // A dead worker's job is taken over within 1.5 locks (checks every half lock), and at most once:
-      // with the store's attempts, a prediction runs at most twice (README, Predictions).
+      // A dead worker's job is taken over within 1.5 locks (checks every half lock). The store's attempts
+      // cap the runs (worker.ts): BullMQ hands a stalled job back up to max_attempts times, so the run
+      // past the cap is the one that marks the prediction failed (README, Predictions).
       lockDurationMs: config.predictions.workerLockMs,
       stalledIntervalMs: Math.max(500, Math.floor(config.predictions.workerLockMs / 2)),
-      maxStalledCount: 1,
+      maxStalledCount: config.predictions.maxAttempts,
     });
   } else {
     queue = new MemoryJobQueue();

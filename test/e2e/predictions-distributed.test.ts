@@ -24,8 +24,8 @@
  * absolute links into webhook bodies and stream events, and it serves no API or files itself. One test
  * shows what a worker without it sends. The two `all` instances have none: each serves files and the API.
  *
- * Time: the worker-kill scenario waits for BullMQ's stalled-job recovery (lock 30 s, stall checks every
- * 15 s, neither configurable from gantry.yaml), 35-50 s in all, so the three top-level suites are
+ * Time: the worker-kill scenario waits for BullMQ's stalled-job recovery (the default lock of 30 s,
+ * `predictions.worker_lock_seconds`, stall checks every half lock), 35-50 s in all, so the three top-level suites are
  * `concurrent` and run side by side; inside each, tests run one after the other. About 60-90 s in all.
  *
  * Tests named for what should happen; three fail on bugs (see their comments): SIGTERM during a drain
