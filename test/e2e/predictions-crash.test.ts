@@ -260,8 +260,13 @@ describeRedis('predictions: crashes lose nothing (distributed)', () => {
     expect(res.headers.get('retry-after')).toBe('1');
     // store_timeout_ms is 500; admission (limiter, failing open) adds its own short deadline.
     expect(took).toBeLessThan(2_500);
+    // Later in an outage ioredis holds commands until Redis is back instead of failing them: this
+    // create's writes reach Redis after its caller got 503, and must not make a prediction then.
+    await sleep(8_000);
+    const held = Date.now();
     const second = await call(g, 'POST', '/v1/predictions', { model: 'acme/flux', input: { prompt: 'y' } });
     expect(second.status, second.text).toBe(503);
+    expect(Date.now() - held).toBeLessThan(2_500);
 
     await redis.start();
     // Once the store answers again: nothing was accepted, so nothing is listed and nothing ran.
