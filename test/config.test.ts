@@ -143,3 +143,25 @@ metrics: { token_env: METRICS_TOKEN }
     expect(problem(`${MINIMAL}limits: { failure_policy: maybe }\n`)).toMatch(/\/limits\/failure_policy/);
   });
 });
+
+describe('configuration of predictions under failures', () => {
+  it('reads the worker lock, the create deadline and the run cap, with defaults', () => {
+    const defaults = parseConfig(MINIMAL, 'g.yaml', { UP_KEY: 'k' }).predictions;
+    expect(defaults).toMatchObject({ maxAttempts: 2, workerLockMs: 30_000, storeTimeoutMs: 1_000 });
+    const set = parseConfig(
+      `${MINIMAL}predictions: { max_attempts: 3, worker_lock_seconds: 2.5, store_timeout_ms: 400 }\n`,
+      'g.yaml',
+      { UP_KEY: 'k' },
+    ).predictions;
+    expect(set).toMatchObject({ maxAttempts: 3, workerLockMs: 2_500, storeTimeoutMs: 400 });
+  });
+
+  it('names a worker lock or create deadline out of range', () => {
+    expect(problem(`${MINIMAL}predictions: { worker_lock_seconds: 0 }\n`)).toMatch(
+      /\/predictions\/worker_lock_seconds/,
+    );
+    expect(problem(`${MINIMAL}predictions: { store_timeout_ms: 10 }\n`)).toMatch(
+      /\/predictions\/store_timeout_ms/,
+    );
+  });
+});
