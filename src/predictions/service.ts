@@ -184,9 +184,12 @@ export async function createPrediction(
   } catch (error) {
     // The caller hears 503, so the prediction must never run: a create still on its way (queued behind
     // a Redis outage) is voided, one stored but not queued is taken back. Not awaited: the answer must
-    // not wait for the outage; the store keeps the order of its own commands.
+    // not wait for the outage; the store sends the first steps at once, ahead of the caller's retry.
     void deps.store
-      .abandon(record.id)
+      .abandon(
+        record.id,
+        idempotencyKey === undefined ? undefined : { accountId: record.accountId, key: idempotencyKey },
+      )
       .catch((e: Error) => deps.log.warn({ err: e.message, prediction: record.id }, 'abandon failed'));
     await releasePrediction(deps, admission.lease);
     deps.log.error({ err: (error as Error).message }, 'prediction could not be stored or queued');

@@ -369,10 +369,19 @@ export class RedisPredictionStore implements PredictionStore {
     return (await this.redis.del(this.keys.prediction(id))) > 0;
   }
 
-  async abandon(id: string): Promise<void> {
-    // One connection keeps order: the marker reaches Redis before any step of the create not yet sent
-    // (the create script then refuses), and a create already applied is deleted after it.
-    await this.redis.set(this.keys.abandoned(id), '1', 'EX', ABANDONED_TTL_SECONDS);
+  async abandon(id: string, idempotency?: { accountId: string; key: string }): Promise<void> {
+    // One connection keeps order: the marker and the key's release are sent at once, so they reach
+    // Redis before any step of the create not yet sent (the create script then refuses) and before the
+    // caller's retry; a create already applied is deleted after them. EVAL, not EVALSHA: its NOSCRIPT
+    // fallback would be sent later, out of that order.
+    const sent: Array<Promise<unknown>> = [
+      this.redis.set(this.keys.abandoned(id), '1', 'EX', ABANDONED_TTL_SECONDS),
+    ];
+    if (idempotency) {
+      const key = this.keys.idempotency(idempotency.accountId, idempotency.key);
+      sent.push(this.redis.eval(RELEASE_IDEMPOTENCY_SCRIPT.source, 1, key, id));
+    }
+    await Promise.all(sent);
     await this.delete(id);
   }
 

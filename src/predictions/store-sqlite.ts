@@ -218,7 +218,7 @@ export class SqlitePredictionStore implements PredictionStore {
   }
 
   async abandon(id: string) {
-    // Writes here are synchronous: a create either happened or never will.
+    // Writes here are synchronous: a create either happened or never will; delete frees its key.
     await this.delete(id);
   }
 

@@ -194,9 +194,10 @@ export interface PredictionStore {
   list(query: ListQuery): Promise<{ records: PredictionRecord[]; total: number }>;
   /**
    * Voids a create whose caller was told it failed (it timed out): a create not applied yet never will
-   * be, and one already applied is removed, so the prediction never runs.
+   * be, and one already applied is removed, so the prediction never runs. Its idempotency key is freed
+   * before anything the caller sends next reaches the store, so a retry creates the prediction anew.
    */
-  abandon(id: string): Promise<void>;
+  abandon(id: string, idempotency?: { accountId: string; key: string }): Promise<void>;
   /** Removes the prediction, its deliveries and stream events; true when it existed. */
   delete(id: string): Promise<boolean>;
   /** Ids of non-terminal predictions (start-up recovery in embedded mode, stuck-job sweeps). */

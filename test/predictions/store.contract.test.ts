@@ -392,6 +392,19 @@ function contract(impl: Implementation): void {
       expect(await s.findByIdempotencyKey(a.accountId, 'idem-abandon')).toBeUndefined();
     });
 
+    it("frees the key before the caller's next request: a retry right after it creates anew", async () => {
+      const s = await fresh();
+      const a = prediction();
+      await s.create(a, 'idem-race');
+      // Not awaited, as the API answers 503 without waiting for it.
+      const abandoning = s.abandon(a.id, { accountId: a.accountId, key: 'idem-race' });
+      const found = await s.findByIdempotencyKey(a.accountId, 'idem-race');
+      await abandoning;
+      expect(found).toBeUndefined();
+      const retry = prediction();
+      expect(await s.create(retry, 'idem-race')).toEqual({ record: retry, created: true });
+    });
+
     it('is harmless for an id that was never created', async () => {
       const s = await fresh();
       await s.abandon('p-never');
