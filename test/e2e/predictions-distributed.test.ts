@@ -27,10 +27,6 @@
  * Time: the worker-kill scenario waits for BullMQ's stalled-job recovery (the default lock of 30 s,
  * `predictions.worker_lock_seconds`, stall checks every half lock), 35-50 s in all, so the three top-level suites are
  * `concurrent` and run side by side; inside each, tests run one after the other. About 60-90 s in all.
- *
- * Tests named for what should happen; three fail on bugs (see their comments): SIGTERM during a drain
- * loses webhooks, a create whose queueing failed stays `starting` for good, a worker without a public
- * URL sends links nobody serves.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
