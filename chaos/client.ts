@@ -37,6 +37,7 @@ export interface PredictionView {
   id: string;
   status: string;
   error: string | null;
+  logs: string | null;
   input: { prompt?: string };
 }
 
@@ -60,6 +61,8 @@ export class ChaosClient {
   retries = 0;
   /** Creates answered with Idempotent-Replayed: true. */
   replayed = 0;
+  /** The longest a create attempt waited for its answer (any status), in ms. */
+  slowestCreateMs = 0;
   private turn = 0;
 
   constructor(
@@ -118,7 +121,9 @@ export class ChaosClient {
       if (attempt > 0) this.retries++;
       let wait = Math.min(2_000, 100 * 2 ** attempt) * (0.5 + Math.random() / 2);
       try {
+        const sentAt = Date.now();
         const res = await this.call('POST', '/v1/predictions', body, { 'idempotency-key': idempotencyKey });
+        this.slowestCreateMs = Math.max(this.slowestCreateMs, Date.now() - sentAt);
         const prediction = res.body as PredictionView | undefined;
         if (res.status === 200 && prediction?.id) {
           if (res.headers.get('idempotent-replayed') === 'true') this.replayed++;

@@ -114,6 +114,10 @@ export interface Figures {
   neverAccepted: number;
   neverAcceptedReasons: Tally;
   startedWebhooksMissing: number;
+  /** Succeeded predictions whose logs show more than two runs of the model ("Using seed" once per run). */
+  ranMoreThanTwice: number;
+  /** ... and exactly two (informative: a run cut by a crash is run again). */
+  ranTwice: number;
   webhooksOutOfOrder: number;
   conflictingWebhooks: number;
   badSignatures: number;
@@ -132,6 +136,7 @@ export const MUST_BE_ZERO: Array<[keyof Figures, string]> = [
   ['http500', 'HTTP 500s'],
   ['neverAccepted', 'creates never accepted'],
   ['startedWebhooksMissing', 'started webhooks missing (succeeded predictions)'],
+  ['ranMoreThanTwice', 'predictions run more than twice'],
   ['webhooksOutOfOrder', 'webhooks out of order (started after terminal)'],
   ['conflictingWebhooks', 'predictions with two different terminal webhooks'],
   ['badSignatures', 'webhooks with a bad signature'],
@@ -164,8 +169,15 @@ export async function collect(
   let startedWebhooksMissing = 0;
   let webhooksOutOfOrder = 0;
   let conflictingWebhooks = 0;
+  let ranTwice = 0;
+  let ranMoreThanTwice = 0;
   accepted.forEach((id, i) => {
     const view = views[i];
+    // The image model logs its seed once per run; an interrupted run may not have flushed its logs, so
+    // this is a lower bound.
+    const runs = view?.logs?.match(/Using seed/g)?.length ?? 0;
+    if (runs === 2) ranTwice++;
+    if (runs > 2) ranMoreThanTwice++;
     const status = view?.status ?? 'unreadable';
     if (status === 'succeeded') succeeded++;
     else if (status === 'failed') {
@@ -213,6 +225,8 @@ export async function collect(
     neverAccepted: sent.length - accepted.length,
     neverAcceptedReasons,
     startedWebhooksMissing,
+    ranTwice,
+    ranMoreThanTwice,
     webhooksOutOfOrder,
     conflictingWebhooks,
     badSignatures,
@@ -241,6 +255,7 @@ export function formatFigures(title: string, f: Figures): { text: string; clean:
     if (value !== 0) clean = false;
     row(label, value, value !== 0 ? (details[name] ?? '') : '');
   }
+  row('(info) predictions run twice', f.ranTwice);
   row('(info) predictions listed that no create returned', f.unclaimed);
   row('(info) webhook deliveries received', f.webhooksReceived);
   return { text: lines.join('\n'), clean };

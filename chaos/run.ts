@@ -37,8 +37,9 @@ const HELP = `npm run chaos -- [flags]
   --rate N                     creates started per second (25)
   --concurrency N              creates in flight at most, retries included (32)
   --image-side N               width and height of each picture, 64-2048 (64: the fastest)
+  --worker-kills N             how many times a worker is killed, alternating between the two (1)
   --restart-delay-seconds S    how long a killed worker or api instance stays down (2)
-  --redis-outage-seconds S     how long Redis stays down (5)
+  --redis-outage-seconds S     how long Redis stays down (10)
   --settle-seconds S           longest wait, after the load, for every prediction and webhook (180)
   --quiet-seconds S            stop waiting earlier once nothing changed for this long (75; it must
                                exceed Gantry's recovery delays: BullMQ's lock, the 30 s sweeps)
@@ -57,8 +58,9 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '25' },
     concurrency: { type: 'string', default: '32' },
     'image-side': { type: 'string', default: '64' },
+    'worker-kills': { type: 'string', default: '1' },
     'restart-delay-seconds': { type: 'string', default: '2' },
-    'redis-outage-seconds': { type: 'string', default: '5' },
+    'redis-outage-seconds': { type: 'string', default: '10' },
     'settle-seconds': { type: 'string', default: '180' },
     'quiet-seconds': { type: 'string', default: '75' },
     'create-deadline-seconds': { type: 'string', default: '120' },
@@ -89,6 +91,7 @@ const settings = {
   rate: number('rate', 1, 10_000),
   concurrency: number('concurrency', 1, 1_000),
   imageSide: number('image-side', 64, 2048),
+  workerKills: number('worker-kills', 0, 20),
   restartDelayMs: number('restart-delay-seconds', 0, 600) * 1000,
   redisOutageMs: number('redis-outage-seconds', 0, 600) * 1000,
   settleMs: number('settle-seconds', 1, 3600) * 1000,
@@ -198,13 +201,26 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
 // One phase: load, kills on a schedule, settle, figures
 // ---------------------------------------------------------------------------------------------------
 
+interface Kill {
+  at: number;
+  target: string;
+  down(): Promise<void>;
+  downMs: number;
+  up(): Promise<void>;
+}
+
+/** A kill -9 of an instance, started again with the same port and data dir. */
+function killMember(m: Member, at: number): Kill {
+  return { at, target: m.name, down: () => m.kill(), downMs: settings.restartDelayMs, up: () => m.start() };
+}
+
 interface Phase {
   title: string;
   count: number;
   apiOrigins: string[];
   receiver: WebhookReceiver;
-  /** Kills run when this fraction of the creates has started, in order. */
-  kills: Array<{ at: number; what: string; run: () => Promise<void> }>;
+  /** Kills run when this fraction of the creates has started, in order; `up` runs `downMs` later. */
+  kills: Kill[];
   prefix: string;
 }
 
@@ -244,6 +260,9 @@ async function runPhase(phase: Phase): Promise<boolean> {
     },
     progress,
   );
+  // A part killed comes back in the background, so a slow start does not push the next kills past the
+  // end of the load; a part is killed again only once it is back.
+  const comebacks = new Map<string, Promise<void>>();
   const chaos = (async () => {
     for (const kill of phase.kills) {
       await until(
@@ -252,15 +271,27 @@ async function runPhase(phase: Phase): Promise<boolean> {
         24 * 3600_000,
         50,
       );
-      log(`${kill.what} (${progress.started} creates started)`);
-      await kill.run();
+      await comebacks.get(kill.target);
+      log(
+        `SIGKILL ${kill.target} (${progress.started} creates started${progress.done ? ', load over' : ''})`,
+      );
+      await kill.down();
+      comebacks.set(
+        kill.target,
+        sleep(kill.downMs).then(async () => {
+          await kill.up();
+          log(`${kill.target} restarted`);
+        }),
+      );
     }
+    await Promise.all(comebacks.values());
   })();
   const [sent] = await Promise.all([loading, chaos]);
   const accepted = sent.flatMap((s) => (s.outcome.kind === 'accepted' ? [s.outcome.id] : []));
   log(
     `load done in ${seconds(Date.now() - loadStart)}: ${accepted.length} of ${sent.length} accepted, ` +
-      `${client.retries} retries, ${client.replayed} replayed; transport errors: ${client.transport.describe() || 'none'}`,
+      `${client.retries} retries, ${client.replayed} replayed, slowest create answer ${seconds(client.slowestCreateMs)}; ` +
+      `transport errors: ${client.transport.describe() || 'none'}`,
   );
   const settled = await settle(
     client,
@@ -310,12 +341,6 @@ async function distributed(): Promise<boolean> {
 
   const receiver = await startWebhookReceiver({ secret: await webhookSecret(origins[0] as string) });
   receivers.push(receiver);
-  const bounce = async (m: Member) => {
-    await m.kill();
-    await sleep(settings.restartDelayMs);
-    await m.start();
-    log(`${m.name} restarted`);
-  };
   return runPhase({
     title: `distributed: 2 api + 2 worker instances, Redis with AOF`,
     count: settings.predictions,
@@ -323,17 +348,20 @@ async function distributed(): Promise<boolean> {
     receiver,
     prefix: `d-${randomBytes(4).toString('hex')}`,
     kills: [
-      { at: 0.15, what: 'SIGKILL worker-1', run: () => bounce(workers[0] as Member) },
-      { at: 0.4, what: 'SIGKILL api-2', run: () => bounce(apis[1] as Member) },
+      // Worker kills between 15 % and 35 % of the creates, one worker then the other.
+      ...Array.from({ length: settings.workerKills }, (_, k) =>
+        killMember(
+          workers[k % 2] as Member,
+          0.15 + (settings.workerKills > 1 ? (0.2 * k) / (settings.workerKills - 1) : 0),
+        ),
+      ),
+      killMember(apis[1] as Member, 0.4),
       {
         at: 0.65,
-        what: 'SIGKILL redis-server',
-        run: async () => {
-          await r.kill();
-          await sleep(settings.redisOutageMs);
-          await r.start();
-          log('redis-server restarted (AOF)');
-        },
+        target: 'redis-server',
+        down: () => r.kill(),
+        downMs: settings.redisOutageMs,
+        up: () => r.start(),
       },
     ],
   });
@@ -358,18 +386,7 @@ async function embedded(): Promise<boolean> {
     apiOrigins: [origin],
     receiver,
     prefix: `e-${randomBytes(4).toString('hex')}`,
-    kills: [
-      {
-        at: 0.4,
-        what: 'SIGKILL the embedded instance',
-        run: async () => {
-          await all.kill();
-          await sleep(settings.restartDelayMs);
-          await all.start();
-          log('embedded instance restarted');
-        },
-      },
-    ],
+    kills: [killMember(all, 0.4)],
   });
 }
 
