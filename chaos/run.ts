@@ -37,6 +37,7 @@ const HELP = `npm run chaos -- [flags]
   --rate N                     creates started per second (25)
   --concurrency N              creates in flight at most, retries included (32)
   --image-side N               width and height of each picture, 64-2048 (64: the fastest)
+  --kill LIST                  which parts die in distributed mode: worker,api,redis (all three)
   --worker-kills N             how many times a worker is killed, alternating between the two (1)
   --restart-delay-seconds S    how long a killed worker or api instance stays down (2)
   --redis-outage-seconds S     how long Redis stays down (10)
@@ -58,6 +59,7 @@ const { values } = parseArgs({
     rate: { type: 'string', default: '25' },
     concurrency: { type: 'string', default: '32' },
     'image-side': { type: 'string', default: '64' },
+    kill: { type: 'string', default: 'worker,api,redis' },
     'worker-kills': { type: 'string', default: '1' },
     'restart-delay-seconds': { type: 'string', default: '2' },
     'redis-outage-seconds': { type: 'string', default: '10' },
@@ -99,6 +101,13 @@ const settings = {
   createDeadlineMs: number('create-deadline-seconds', 1, 3600) * 1000,
   requestTimeoutMs: number('request-timeout-seconds', 1, 600) * 1000,
 };
+const killed = new Set(values.kill.split(',').filter(Boolean));
+for (const part of killed) {
+  if (part !== 'worker' && part !== 'api' && part !== 'redis') {
+    process.stderr.write(`chaos: --kill takes worker, api and redis, not "${part}"\n`);
+    process.exit(2);
+  }
+}
 const mode = values.mode;
 if (mode !== 'both' && mode !== 'distributed' && mode !== 'embedded') {
   process.stderr.write('chaos: --mode must be both, distributed or embedded\n');
@@ -349,20 +358,24 @@ async function distributed(): Promise<boolean> {
     prefix: `d-${randomBytes(4).toString('hex')}`,
     kills: [
       // Worker kills between 15 % and 35 % of the creates, one worker then the other.
-      ...Array.from({ length: settings.workerKills }, (_, k) =>
+      ...Array.from({ length: killed.has('worker') ? settings.workerKills : 0 }, (_, k) =>
         killMember(
           workers[k % 2] as Member,
           0.15 + (settings.workerKills > 1 ? (0.2 * k) / (settings.workerKills - 1) : 0),
         ),
       ),
-      killMember(apis[1] as Member, 0.4),
-      {
-        at: 0.65,
-        target: 'redis-server',
-        down: () => r.kill(),
-        downMs: settings.redisOutageMs,
-        up: () => r.start(),
-      },
+      ...(killed.has('api') ? [killMember(apis[1] as Member, 0.4)] : []),
+      ...(killed.has('redis')
+        ? [
+            {
+              at: 0.65,
+              target: 'redis-server',
+              down: () => r.kill(),
+              downMs: settings.redisOutageMs,
+              up: () => r.start(),
+            },
+          ]
+        : []),
     ],
   });
 }
