@@ -16,7 +16,7 @@
  * way out (normal end, error, SIGINT, SIGTERM). `--help` lists the flags. README "Development" documents it.
  */
 import { randomBytes } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { type GantryProcess, spawnGantry, stopAllGantry } from '../test/helpers/gantry-process.js';
@@ -193,9 +193,9 @@ async function cleanup(): Promise<void> {
 // SIGKILL whatever is left if the process ends by another path (gantry-process kills its own children).
 process.once('exit', () => {
   if (cleaned) return;
-  void redis?.kill();
+  void redis?.kill(); // sends SIGKILL before its first await
   if (!values.keep) {
-    void redis?.close();
+    if (redis) rmSync(redis.dir, { recursive: true, force: true });
     removeTempDirs();
   }
 });
