@@ -79,7 +79,8 @@ export class ChaosClient {
   /** One request; throws when no answer came (connection refused or reset, timeout). */
   async call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
     const origin = this.nextOrigin();
-    const route = `${method} ${path.replace(/\/v1\/predictions\/[^/?]+/, '/v1/predictions/:id').replace(/\?.*/, '')}`;
+    const bare = path.split('?')[0] as string;
+    const route = `${method} ${bare.replace(/\/v1\/predictions\/[^/]+/, '/v1/predictions/:id')}`;
     let res: Response;
     try {
       res = await fetch(origin + path, {

@@ -5,10 +5,10 @@
  * 2 worker instances of the compiled Gantry (bin/gantry.js) sharing GANTRY_SECRET_KEY and the files dir,
  * a webhook receiver on 127.0.0.1 that checks every signature with the standardwebhooks package, and a
  * paced load of predictions on the built-in image model, each with a webhook and an Idempotency-Key,
- * round robin over the api instances with a client that retries (chaos/client.ts). Mid-run it SIGKILLs a
- * worker, then an api instance, then Redis, restarting each after a moment (Redis on the same port and
- * dir, so AOF restores it). Embedded mode: one `gantry serve` (role all, no Redis) under a smaller load,
- * SIGKILLed and restarted on the same data dir mid-run.
+ * round robin over the api instances with a client that retries (chaos/client.ts). Mid-run it SIGKILLs
+ * each worker in turn, then an api instance, then Redis, restarting each after a moment (Redis on the same
+ * port and dir, so AOF restores it). Embedded mode: one `gantry serve` (role all, no Redis) under a
+ * smaller load, SIGKILLed and restarted on the same data dir mid-run.
  *
  * After each phase it waits (bounded) for every accepted prediction to end and its webhooks to arrive,
  * then prints the figures of chaos/report.ts. The exit code is 0 only when every figure but sent,
@@ -38,7 +38,7 @@ const HELP = `npm run chaos -- [flags]
   --concurrency N              creates in flight at most, retries included (32)
   --image-side N               width and height of each picture, 64-2048 (64: the fastest)
   --kill LIST                  which parts die in distributed mode: worker,api,redis (all three)
-  --worker-kills N             how many times a worker is killed, alternating between the two (1)
+  --worker-kills N             how many times a worker is killed, alternating between the two (2)
   --restart-delay-seconds S    how long a killed worker or api instance stays down (2)
   --redis-outage-seconds S     how long Redis stays down (10)
   --settle-seconds S           longest wait, after the load, for every prediction and webhook (180)
@@ -60,7 +60,7 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '32' },
     'image-side': { type: 'string', default: '64' },
     kill: { type: 'string', default: 'worker,api,redis' },
-    'worker-kills': { type: 'string', default: '1' },
+    'worker-kills': { type: 'string', default: '2' },
     'restart-delay-seconds': { type: 'string', default: '2' },
     'redis-outage-seconds': { type: 'string', default: '10' },
     'settle-seconds': { type: 'string', default: '180' },
