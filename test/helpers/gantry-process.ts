@@ -1,6 +1,6 @@
 /**
  * Real `gantry serve` processes for end-to-end tests: the TypeScript entry (src/main.ts) run by node with
- * tsx's loader, each process with its own data folder, environment and random port. Every process is
+ * tsx's loader (or, with `built`, the compiled bin/gantry.js, as `npm run chaos` runs it), each process with its own data folder, environment and random port. Every process is
  * remembered, so a suite can stop them all in afterAll (and a safety net kills leftovers when the test
  * worker exits, even after a failure).
  */
@@ -12,6 +12,7 @@ const ROOT = new URL('../..', import.meta.url).pathname;
 // tsx is resolved from the repo, whatever the process's working directory.
 const TSX = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
 const MAIN = join(ROOT, 'src/main.ts');
+const BIN = join(ROOT, 'bin/gantry.js');
 
 /** Variables of the test runner's own environment that would change what the child does. */
 const INHERITED_OUT = [
@@ -36,6 +37,8 @@ export interface GantryProcessOptions {
   startTimeoutMs?: number;
   /** A name for error messages, e.g. "A". */
   name?: string;
+  /** Run the compiled bin/gantry.js (`npm run build` first) instead of src/main.ts under tsx. */
+  built?: boolean;
 }
 
 export interface GantryProcess {
@@ -76,7 +79,8 @@ export async function spawnGantry(options: GantryProcessOptions): Promise<Gantry
     ...options.env,
   });
   const name = options.name ?? 'gantry';
-  const child = spawn(process.execPath, ['--import', TSX, MAIN, 'serve', '--config', options.config], {
+  const entry = options.built ? [BIN] : ['--import', TSX, MAIN];
+  const child = spawn(process.execPath, [...entry, 'serve', '--config', options.config], {
     cwd: options.dataDir,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
