@@ -146,6 +146,11 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     });
   });
   installErrorHandling(app);
+  // Every route and method, for the fuzz command (scripts/fuzz.ts).
+  const routes: Array<{ method: string; url: string }> = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
@@ -216,5 +221,5 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     await Promise.all([...providers.values()].map((p) => p.close()));
   });
 
-  return { app, gantry };
+  return { app, gantry, routes };
 }

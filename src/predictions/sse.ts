@@ -29,7 +29,6 @@ export async function streamPrediction(
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
-    connection: 'keep-alive',
     'x-accel-buffering': 'no',
     'x-request-id': String(request.id),
   });
