@@ -2,11 +2,11 @@ import { GantryError } from './errors.js';
 
 /**
  * How deep a request body's JSON may nest. Recursive code overflows the stack on deep values (V8's
- * JSON.stringify near 4,000 levels, the prediction input validator earlier), a 500 instead of an
- * answer. 64 is far above any real body: OpenAI's structured outputs allow 10 levels of schema
- * nesting (about 25 JSON levels inside a request), Cog inputs are flat; and it keeps the check cheap.
+ * JSON.stringify near 4,000 levels, the prediction input validator earlier): a 500 instead of an
+ * answer. 128 is the cap of serde_json and of llama.cpp's server, so nothing an upstream would take is
+ * refused, and far above real bodies (a tool's JSON Schema nests a few dozen levels at most).
  */
-export const MAX_JSON_DEPTH = 64;
+export const MAX_JSON_DEPTH = 128;
 
 /**
  * 400 INVALID_PARAMETER naming the field whose value nests deeper than MAX_JSON_DEPTH, or undefined.

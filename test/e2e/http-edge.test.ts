@@ -155,7 +155,7 @@ describe('the HTTP edge', () => {
     });
 
     it(`${MAX_JSON_DEPTH} levels are accepted (the error is another one)`, async () => {
-      // The body object is level 1, `tools` holds levels 2 to 64.
+      // The body object is level 1, `metadata` holds the levels below it.
       const res = await call('POST', '/v1/chat/completions', {
         key: gantry.key,
         raw: `{"model":"gantry/local-chat","messages":[{"role":"user","content":"hi"}],"metadata":${nested(MAX_JSON_DEPTH - 1)}}`,
