@@ -88,5 +88,7 @@ models:
       },
     );
     expect(small.status, small.text).toBe(200);
+    // Not left running for the shutdown to wait on.
+    await restCall(gantry.origin, 'POST', `/v1/predictions/${id}/cancel`, { key: gantry.key });
   });
 });

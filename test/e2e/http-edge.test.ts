@@ -260,7 +260,7 @@ describe('server timeouts and the per-address connection cap', () => {
       LOCAL_CONFIG.replace(
         'providers:',
         'server: { headers_timeout_ms: 300, request_timeout_ms: 600, keep_alive_timeout_ms: 300 }\nproviders:',
-      ),
+      ).replace('local: { kind: local }', 'local: { kind: local, chunk_delay_ms: 100 }'),
     );
   });
   afterAll(() => gantry.close());
@@ -301,6 +301,22 @@ describe('server timeouts and the per-address connection cap', () => {
       if (auth !== '')
         expect(parseRaw(conn.received()).body).toMatchObject(restError('REQUEST_TIMEOUT', 408));
     }
+  });
+
+  it('does not cut an answer that takes longer than request_timeout_ms (a slow stream)', async () => {
+    const started = Date.now();
+    const res = await fetch(`${gantry.origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'x-api-key': gantry.key, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'gantry/local-chat',
+        stream: true,
+        messages: [{ role: 'user', content: 'tell me something long enough' }],
+      }),
+    });
+    const text = await res.text();
+    expect(Date.now() - started).toBeGreaterThan(1_000);
+    expect(text.trim().endsWith('data: [DONE]')).toBe(true);
   });
 
   it('closes an idle keep-alive connection', async () => {
