@@ -362,3 +362,29 @@ describe('the per-address connection cap', () => {
     for (const conn of held) conn.socket.destroy();
   });
 });
+
+describe('shutting down', () => {
+  it('answers a request that arrives while the server closes with 503 SERVICE_UNAVAILABLE in the envelope', async () => {
+    const gantry = await startGantry(
+      LOCAL_CONFIG.replace('local: { kind: local }', 'local: { kind: local, chunk_delay_ms: 100 }'),
+    );
+    const conn = openSocket(gantry.origin);
+    const body = JSON.stringify({
+      model: 'gantry/local-chat',
+      stream: true,
+      messages: [{ role: 'user', content: 'a slow stream' }],
+    });
+    conn.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nx-api-key: ${gantry.key}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
+    await until('the stream to begin', () => conn.received().includes('data: '));
+    const closed = gantry.close();
+    // The same connection, busy with the stream, sends one more request while the server closes.
+    conn.socket.write(`GET /v1/models HTTP/1.1\r\nhost: x\r\nx-api-key: ${gantry.key}\r\n\r\n`);
+    await closed;
+    await waitFor('the connection to close', () => conn.closedAt(), 5_000);
+    const second = conn.received().slice(conn.received().lastIndexOf('HTTP/1.1 '));
+    expect(second).toMatch(/^HTTP\/1\.1 503/);
+    expect(parseRaw(second).body).toMatchObject(restError('SERVICE_UNAVAILABLE', 503));
+  });
+});
