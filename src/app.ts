@@ -7,11 +7,13 @@ import { registerBlobRoutes } from './blobs/routes.js';
 import { FILES_PATH } from './blobs/signed-url.js';
 import { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
-import { installErrorHandling } from './error-handler.js';
+import { clientError, frameworkError, installErrorHandling, MAX_PARAM_LENGTH } from './error-handler.js';
+import { GantryError } from './errors.js';
 import { FastPath } from './fast-path/fast-path.js';
 import { nextRequestId } from './fast-path/request-id.js';
 import { INFERENCE_ROUTES } from './fast-path/routes.js';
 import { fastPathServerFactory } from './fast-path/server.js';
+import { checkJsonDepth } from './json-depth.js';
 import { loggerOptions } from './logger.js';
 import {
   createBackends,
@@ -20,6 +22,7 @@ import {
   type Predictions,
   type Role,
 } from './predictions/setup.js';
+import { parseQuery, repeatedParameter } from './query.js';
 import { requestTracker } from './request-tracking.js';
 import { registerBackendCallbackRoutes } from './routes/backend-callbacks.js';
 import { registerChatRoutes } from './routes/chat.js';
@@ -78,9 +81,13 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',
     genReqId: nextRequestId,
-    serverFactory: fastPathServerFactory(() => fastPath),
-    return503OnClosing: true,
+    serverFactory: fastPathServerFactory(() => fastPath, config.server),
+    // Requests that arrive while closing get 503 SERVICE_UNAVAILABLE from the hook below, in the envelope.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
+    routerOptions: { querystringParser: parseQuery, maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: frameworkError,
+    clientErrorHandler: clientError,
   });
 
   // Absolute URLs (prediction urls, file links, Cog callbacks) need the origin: the configured public
@@ -128,7 +135,22 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   app.decorateRequest('labels', null as unknown as { model: string; provider: string });
   // Bodies are JSON (spec 4); fastify's built-in text/plain parser would let other types through.
   app.removeContentTypeParser('text/plain');
+  // fastify's JSON parser (same errors, same prototype checks), and a cap on nesting (src/json-depth.ts).
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
+    parseJson(request, text as string, (error: Error | null, body?: unknown) => {
+      if (error) return done(error, undefined);
+      const deep = checkJsonDepth(body);
+      return deep ? done(deep, undefined) : done(null, body);
+    });
+  });
   installErrorHandling(app);
+  // Every route and method, for the fuzz command (scripts/fuzz.ts).
+  const routes: Array<{ method: string; url: string }> = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url });
+  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
@@ -139,15 +161,39 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     done();
   });
 
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
   // Every /v1 route needs a key; the 404 handler runs after this hook too, so unknown routes stay private.
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
+    if (closing) {
+      reply.header('connection', 'close');
+      throw new GantryError('SERVICE_UNAVAILABLE', {
+        message: 'The server is shutting down',
+        headers: { 'retry-after': '1' },
+      });
+    }
     if ((request.url.startsWith('/v1/') || request.url === '/v1') && !request.url.startsWith(FILES_PATH)) {
       request.principal = gantry.auth.authenticate(request);
+    }
+    const repeated = repeatedParameter(request.query);
+    if (repeated) throw repeated;
+    // A request without a body has none to parse whatever its Content-Type says: routes that take no
+    // body accept it, routes that need one refuse a missing body as they would refuse any other.
+    const headers = request.headers;
+    if (
+      headers['content-type'] !== undefined &&
+      headers['transfer-encoding'] === undefined &&
+      (headers['content-length'] === undefined || headers['content-length'] === '0')
+    ) {
+      delete headers['content-type'];
     }
   });
 
   registerMetricsRoute(app, gantry);
-  registerBackendCallbackRoutes(app, backends);
+  registerBackendCallbackRoutes(app, backends, config.server.callbackBodyLimitBytes);
   if (role !== 'worker') {
     registerModelRoutes(app, gantry);
     registerChatRoutes(app, gantry);
@@ -175,5 +221,5 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     await Promise.all([...providers.values()].map((p) => p.close()));
   });
 
-  return { app, gantry };
+  return { app, gantry, routes };
 }

@@ -1,7 +1,11 @@
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
 import { envelope, envelopeFor, GantryError, restEnvelope } from './errors.js';
 
 const ALL_METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/** fastify's `maxParamLength`: longer path parameters are 414 URI_TOO_LONG before any route runs. */
+export const MAX_PARAM_LENGTH = 100;
 
 /** Maps fastify's own errors (body parsing, limits) onto the catalogue; anything unknown is a logged 500. */
 export function toGantryError(err: FastifyError | Error): GantryError {
@@ -19,6 +23,16 @@ export function toGantryError(err: FastifyError | Error): GantryError {
       return new GantryError('PAYLOAD_TOO_LARGE', { message: err.message });
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new GantryError('INVALID_REQUEST', { message: err.message });
+    case 'FST_ERR_BAD_URL':
+      return new GantryError('INVALID_REQUEST', {
+        message: 'The path is not validly percent-encoded',
+        details: 'Encode `%` as %25 in path segments.',
+      });
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new GantryError('URI_TOO_LONG', {
+        message: `A path segment is longer than ${MAX_PARAM_LENGTH} characters`,
+        details: 'Ids and names in paths are shorter; use them as the API returned them.',
+      });
   }
   if (err instanceof SyntaxError || (err as { statusCode?: number }).statusCode === 400) {
     return new GantryError('INVALID_REQUEST', { message: `Malformed request: ${err.message}` });
@@ -52,6 +66,63 @@ export function installErrorHandling(app: FastifyInstance): void {
     });
     return reply.code(err.status).send(restEnvelope(err));
   });
+}
+
+/**
+ * fastify's `frameworkErrors`: errors of the router, before any hook or route (a path that is not
+ * validly percent-encoded, a path parameter over MAX_PARAM_LENGTH), in the catalogue's envelopes.
+ */
+export function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  void sendError(request, reply, toGantryError(error));
+}
+
+/**
+ * fastify's `clientErrorHandler`: errors of Node's HTTP parser and server timers, before a request
+ * exists (a malformed request line or header, an unknown method, headers over the size limit, headers
+ * or a body that did not arrive within the server's timeouts). Answered in the REST envelope (there is
+ * no parsed path to choose another) where nothing of a response was written yet, as Node's own handler
+ * decides; then the connection is closed.
+ */
+export function clientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+  if (socket.writable && !inFlight?.headersSent) {
+    const err = connectionError(error.code);
+    const body = JSON.stringify(restEnvelope(err));
+    socket.write(
+      `HTTP/1.1 ${err.status} ${STATUS_TEXT[err.status] ?? 'Bad Request'}\r\nconnection: close\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroySoon();
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  405: 'Method Not Allowed',
+  408: 'Request Timeout',
+  431: 'Request Header Fields Too Large',
+};
+
+function connectionError(code: string | undefined): GantryError {
+  switch (code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return new GantryError('REQUEST_TIMEOUT', {
+        details: 'Send the headers and the body without pauses; see server timeouts in the README.',
+      });
+    case 'HPE_HEADER_OVERFLOW':
+      return new GantryError('HEADERS_TOO_LARGE');
+    case 'HPE_INVALID_METHOD':
+      return new GantryError('METHOD_NOT_ALLOWED', {
+        message: 'Unknown HTTP method',
+        details: 'Gantry serves GET, HEAD, POST, DELETE (see the API reference).',
+      });
+    default:
+      return new GantryError('INVALID_REQUEST', {
+        message: 'Malformed HTTP request',
+        details: code ?? '',
+      });
+  }
 }
 
 /** Answers the methods a path does not serve with 405 and an Allow header, instead of a bare 404. */

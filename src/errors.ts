@@ -5,7 +5,7 @@
  * the OpenAI `type` (which decides the SDK's exception class) and the default message live in one place.
  */
 
-interface CatalogEntry {
+export interface CatalogEntry {
   readonly status: number;
   /** OpenAI error `type`, used in the inference envelope. */
   readonly type: string;
@@ -64,12 +64,22 @@ const catalog = {
   /** Gantry extension: an output file link that was tampered with or has expired. */
   FILE_LINK_EXPIRED: { status: 403, type: 'permission_error', message: 'File link expired or invalid' },
   METHOD_NOT_ALLOWED: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
+  /** Gantry extension: the request (headers or body) did not arrive within the server's timeouts. */
+  REQUEST_TIMEOUT: { status: 408, type: 'invalid_request_error', message: 'Request not received in time' },
   PREDICTION_NOT_CANCELLABLE: {
     status: 409,
     type: 'invalid_request_error',
     message: 'Prediction is already in a terminal state',
   },
   PAYLOAD_TOO_LARGE: { status: 413, type: 'invalid_request_error', message: 'Request body is too large' },
+  /** Gantry extension: a path segment longer than any id or name Gantry has. */
+  URI_TOO_LONG: { status: 414, type: 'invalid_request_error', message: 'Request path is too long' },
+  /** Gantry extension: a Range header outside an output file. */
+  RANGE_NOT_SATISFIABLE: {
+    status: 416,
+    type: 'invalid_request_error',
+    message: 'The requested range is not satisfiable',
+  },
   UNPROCESSABLE_ENTITY: { status: 422, type: 'invalid_request_error', message: 'Unprocessable request' },
   VALIDATION_ERROR: { status: 422, type: 'invalid_request_error', message: 'Validation failed' },
   MODEL_NOT_SUPPORTED: {
@@ -78,6 +88,12 @@ const catalog = {
     message: 'Model does not support this operation',
   },
   RATE_LIMIT_EXCEEDED: { status: 429, type: 'rate_limit_error', message: 'Rate limit exceeded' },
+  /** Gantry extension: request headers over Node's limit (16 KiB by default). */
+  HEADERS_TOO_LARGE: {
+    status: 431,
+    type: 'invalid_request_error',
+    message: 'Request headers are too large',
+  },
   INTERNAL_ERROR: { status: 500, type: 'server_error', message: 'Internal error' },
   MODEL_UNAVAILABLE: { status: 500, type: 'server_error', message: 'Model service temporarily unavailable' },
   /** Gantry extension: an upstream answered with something we cannot use. */
@@ -90,6 +106,9 @@ const catalog = {
 } as const satisfies Record<string, CatalogEntry>;
 
 export type ErrorId = keyof typeof catalog;
+
+/** Every error id with its catalogue entry (the README's error table, the fuzz command's check). */
+export const ERROR_CATALOG: Readonly<Record<ErrorId, CatalogEntry>> = catalog;
 
 export interface GantryErrorOptions {
   message?: string;

@@ -92,6 +92,32 @@ describe('configuration', () => {
 });
 
 describe('configuration of limits, credits and metering', () => {
+  it('reads the server timeouts, connection cap and callback limit, with defaults', () => {
+    const defaults = parseConfig(MINIMAL, 'gantry.yaml', { UP_KEY: 'k' }).server;
+    expect(defaults).toMatchObject({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 60_000,
+      keepAliveTimeoutMs: 72_000,
+      maxConnectionsPerIp: 256,
+      callbackBodyLimitBytes: 64 * 1024 * 1024,
+    });
+    const set = parseConfig(
+      `server: { headers_timeout_ms: 500, request_timeout_ms: 900, keep_alive_timeout_ms: 700, max_connections_per_ip: 0, callback_body_limit_bytes: 2048 }\n${MINIMAL}`,
+      'gantry.yaml',
+      { UP_KEY: 'k' },
+    ).server;
+    expect(set).toMatchObject({
+      headersTimeoutMs: 500,
+      requestTimeoutMs: 900,
+      keepAliveTimeoutMs: 700,
+      maxConnectionsPerIp: 0,
+      callbackBodyLimitBytes: 2048,
+    });
+    expect(problem(`server: { headers_timeout_ms: 5000, request_timeout_ms: 1000 }\n${MINIMAL}`)).toContain(
+      '/server/request_timeout_ms: must not be less than headers_timeout_ms',
+    );
+  });
+
   it('reads tiers, limits, credits, usage and metrics settings with defaults', () => {
     const config = parseConfig(
       `${MINIMAL}

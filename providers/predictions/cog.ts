@@ -138,12 +138,18 @@ export class CogBackend implements PredictionBackend {
    */
   receiveWebhook(predictionId: string, token: string, payload: unknown): boolean {
     const run = this.asyncRuns.get(predictionId);
-    if (!run || !tokensEqual(token, this.webhookToken(predictionId, run.nonce))) return false;
+    if (!run || !this.expectsWebhook(predictionId, token)) return false;
     if (!isObject(payload)) return false;
     if (typeof payload.id === 'string' && payload.id !== predictionId) return false;
     run.heard();
     run.apply(payload as CogPrediction);
     return true;
+  }
+
+  /** True when a run waits for webhooks of this prediction with this token: checked before the body is read. */
+  expectsWebhook(predictionId: string, token: string): boolean {
+    const run = this.asyncRuns.get(predictionId);
+    return run !== undefined && tokensEqual(token, this.webhookToken(predictionId, run.nonce));
   }
 
   /** Input and Output of the server's /openapi.json, `$ref`s inlined; throws when the document has none. */

@@ -20,50 +20,10 @@ export interface BlobRouteOptions {
   now?: () => number;
 }
 
-/**
- * The one error id these routes need that src/errors.ts does not have yet, in the catalogue's format so
- * it can move there as is; then fileError() becomes `new GantryError(id, { details })`.
- */
-const PENDING_CATALOG = {
-  RANGE_NOT_SATISFIABLE: {
-    status: 416,
-    type: 'invalid_request_error',
-    message: 'The requested range is not satisfiable',
-  },
-} as const;
-
-type PendingErrorId = keyof typeof PENDING_CATALOG;
-
-interface PendingError {
-  errorId: PendingErrorId;
-  status: number;
-  message: string;
-  details: string;
-}
-
-function fileError(errorId: PendingErrorId, details: string): PendingError {
-  const { status, message } = PENDING_CATALOG[errorId];
-  return { errorId, status, message, details };
-}
-
-/** restEnvelope's shape for the pending ids; goes away with PENDING_CATALOG. */
-function pendingEnvelope(err: PendingError): Record<string, unknown> {
-  return {
-    status: false,
-    response: err.message,
-    error: { http_status: err.status, message: err.message, details: err.details, error_id: err.errorId },
-  };
-}
-
 /** The REST envelope (spec 7.1 shape 1), sent directly: the app's envelopeFor() would pick the inference one. */
-function sendError(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  err: GantryError | PendingError,
-): FastifyReply {
+function sendError(request: FastifyRequest, reply: FastifyReply, err: GantryError): FastifyReply {
   request.errorId = err.errorId;
-  const body = err instanceof GantryError ? restEnvelope(err) : pendingEnvelope(err);
-  return reply.code(err.status).header('cache-control', 'no-store').send(body);
+  return reply.code(err.status).header('cache-control', 'no-store').send(restEnvelope(err));
 }
 
 const FRESH_LINK = 'Fetch the prediction again for fresh file URLs.';
@@ -161,7 +121,7 @@ async function sendBlob(
     return sendError(
       request,
       reply,
-      fileError('RANGE_NOT_SATISFIABLE', `The file is ${blob.size} bytes long.`),
+      new GantryError('RANGE_NOT_SATISFIABLE', { details: `The file is ${blob.size} bytes long.` }),
     );
   }
 

@@ -113,6 +113,11 @@ interface RawConfig {
     body_limit_bytes?: number;
     log_level?: string;
     public_url?: string;
+    headers_timeout_ms?: number;
+    request_timeout_ms?: number;
+    keep_alive_timeout_ms?: number;
+    max_connections_per_ip?: number;
+    callback_body_limit_bytes?: number;
   };
   provider_defaults?: { timeouts?: RawTimeouts; max_connections?: number };
   providers?: Record<string, RawProvider>;
@@ -338,6 +343,11 @@ function buildServer(
     port = Number(env.PORT);
     if (!Number.isInteger(port) || port < 0 || port > 65535) fail('PORT', `not a port number: ${env.PORT}`);
   }
+  const headersTimeoutMs = raw.headers_timeout_ms ?? 10_000;
+  const requestTimeoutMs = raw.request_timeout_ms ?? 60_000;
+  if (requestTimeoutMs < headersTimeoutMs) {
+    fail('/server/request_timeout_ms', 'must not be less than headers_timeout_ms');
+  }
   return {
     host: env.HOST || raw.host || '127.0.0.1',
     port,
@@ -345,6 +355,11 @@ function buildServer(
     bodyLimitBytes: raw.body_limit_bytes ?? 4 * 1024 * 1024,
     logLevel: env.LOG_LEVEL || raw.log_level || 'info',
     publicUrl: env.GANTRY_PUBLIC_URL || raw.public_url,
+    headersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs: raw.keep_alive_timeout_ms ?? 72_000,
+    maxConnectionsPerIp: raw.max_connections_per_ip ?? 256,
+    callbackBodyLimitBytes: raw.callback_body_limit_bytes ?? 64 * 1024 * 1024,
   };
 }
 

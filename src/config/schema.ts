@@ -170,6 +170,11 @@ export const configSchema = {
         body_limit_bytes: { type: 'integer', minimum: 1024 },
         log_level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
         public_url: { type: 'string', pattern: '^https?://' },
+        headers_timeout_ms: { type: 'integer', minimum: 100 },
+        request_timeout_ms: { type: 'integer', minimum: 100 },
+        keep_alive_timeout_ms: { type: 'integer', minimum: 100 },
+        max_connections_per_ip: { type: 'integer', minimum: 0 },
+        callback_body_limit_bytes: { type: 'integer', minimum: 1024 },
       },
     },
     provider_defaults: {

@@ -97,6 +97,16 @@ export interface ServerSettings {
   logLevel: string;
   /** Base of absolute URLs Gantry hands out; defaults to http://host:port. */
   publicUrl: string | undefined;
+  /** A request's headers must arrive within this (then 408 REQUEST_TIMEOUT). */
+  headersTimeoutMs: number;
+  /** A request's headers and body must arrive within this (then 408 REQUEST_TIMEOUT). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  keepAliveTimeoutMs: number;
+  /** Open connections from one client address; the next one is refused with 429 (0: no cap). */
+  maxConnectionsPerIp: number;
+  /** Largest body of a backend's callback (Cog webhooks carry output files inline as data: URLs). */
+  callbackBodyLimitBytes: number;
 }
 
 export interface WebhookSettings {

@@ -5,6 +5,7 @@ import { toGantryError } from '../error-handler.js';
 import { envelope, envelopeFor } from '../errors.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { JsonText } from '../inference/rename.js';
+import { checkJsonDepth } from '../json-depth.js';
 import type { RequestTracker } from '../request-tracking.js';
 import { FastReply, FastRequest } from './call.js';
 import { nextRequestId } from './request-id.js';
@@ -146,6 +147,12 @@ export class FastPath {
   }
 
   private run(request: FastRequest, reply: FastReply, handler: InferenceHandler): void {
+    // As fastify's JSON parser in src/app.ts: a cap on nesting.
+    const deep = checkJsonDepth(request.body);
+    if (deep) {
+      this.fail(request, reply, deep);
+      return;
+    }
     handler(this.gantry, request, reply).then(
       (result) => {
         if (reply.hijacked) return;

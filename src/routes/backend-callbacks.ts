@@ -3,27 +3,47 @@ import { CogBackend } from '../../providers/predictions/cog.js';
 import type { PredictionBackend } from '../../providers/predictions/types.js';
 import { GantryError } from '../errors.js';
 
-const CALLBACK_BODY_LIMIT = 512 * 1024 * 1024;
+type CallbackRequest = { Params: { provider: string; id: string }; Querystring: { token?: string } };
 
 /**
  * POST /internal/backends/{provider}/{predictionId}?token=…: where Cog servers in async mode send their
- * webhooks. Outside /v1, so no API key: the per-prediction token the backend minted is the credential.
- * Unknown or stale calls get 404, which Cog does not retry.
+ * webhooks. Outside /v1, so no API key: the per-prediction token the backend minted is the credential,
+ * checked before the body is read, so a caller without one costs no memory. Bodies are capped at
+ * server.callback_body_limit_bytes: without an upload URL, Cog's webhooks carry every output file
+ * inline as a base64 data: URL. Unknown or stale calls get 404, which Cog does not retry.
  */
 export function registerBackendCallbackRoutes(
   app: FastifyInstance,
   backends: ReadonlyMap<string, PredictionBackend>,
+  bodyLimit: number,
 ): void {
-  app.post<{ Params: { provider: string; id: string }; Querystring: { token?: string } }>(
+  const backendFor = (provider: string, id: string, token: string | undefined): CogBackend => {
+    const backend = backends.get(provider);
+    if (!(backend instanceof CogBackend) || !backend.expectsWebhook(id, token ?? '')) {
+      throw new GantryError('NOT_FOUND', { message: 'No prediction waits for this callback' });
+    }
+    return backend;
+  };
+  app.post<CallbackRequest>(
     '/internal/backends/:provider/:id',
-    // Without an upload URL, Cog's final webhook carries every output file as a data: URI.
-    { bodyLimit: CALLBACK_BODY_LIMIT },
+    {
+      bodyLimit,
+      onRequest: async (request, reply) => {
+        try {
+          backendFor(request.params.provider, request.params.id, request.query.token);
+        } catch (error) {
+          // The body is never read: close the connection after the answer instead of draining it.
+          reply.header('connection', 'close');
+          throw error;
+        }
+      },
+    },
     async (request, reply) => {
-      const backend = backends.get(request.params.provider);
-      const token = request.query.token ?? '';
-      const accepted =
-        backend instanceof CogBackend && backend.receiveWebhook(request.params.id, token, request.body);
-      if (!accepted) throw new GantryError('NOT_FOUND', { message: 'No prediction waits for this callback' });
+      const { provider, id } = request.params;
+      const backend = backendFor(provider, id, request.query.token);
+      if (!backend.receiveWebhook(id, request.query.token ?? '', request.body)) {
+        throw new GantryError('NOT_FOUND', { message: 'No prediction waits for this callback' });
+      }
       return reply.code(200).send({ ok: true });
     },
   );

@@ -6,6 +6,7 @@ import { GantryError, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { principalOf } from '../inference/resolve.js';
 import { openTicket } from '../inference/ticket.js';
+import { checkJsonDepth } from '../json-depth.js';
 
 /** Headers that belong to one hop and must not be relayed. */
 const HOP_BY_HOP = new Set([
@@ -106,6 +107,8 @@ function readModel(raw: Buffer, contentType: string): ModelField {
     } catch (err) {
       throw new GantryError('INVALID_REQUEST', { message: `Malformed JSON body: ${(err as Error).message}` });
     }
+    const deep = checkJsonDepth(body);
+    if (deep) throw deep;
     const name = (body as { model?: unknown } | null)?.model;
     if (typeof name !== 'string' || name === '') throw invalidParameter('model', 'model is required');
     return { name, body: body as Record<string, unknown> };

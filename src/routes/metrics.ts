@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../app.js';
 import { GantryError, restEnvelope } from '../errors.js';
@@ -35,21 +35,26 @@ export function registerMetricsRoute(app: FastifyInstance, gantry: Gantry): void
     return;
   }
 
+  const fail = (response: ServerResponse, err: GantryError) =>
+    response
+      .writeHead(err.status, { 'content-type': 'application/json; charset=utf-8' })
+      .end(JSON.stringify(restEnvelope(err)));
   const server: Server = createServer((request, response) => {
     const path = request.url?.split('?')[0];
     if (request.method !== 'GET' || path !== '/metrics') {
-      response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: GET /metrics\n');
+      fail(response, new GantryError('NOT_FOUND', { message: 'This port serves GET /metrics only' }));
       return;
     }
     if (!authorized(request)) {
-      response
-        .writeHead(401, { 'content-type': 'application/json' })
-        .end(JSON.stringify(restEnvelope(refusal)));
+      fail(response, refusal);
       return;
     }
     render().then(
       (text) => response.writeHead(200, { 'content-type': contentType }).end(text),
-      () => response.writeHead(500).end(),
+      (err: unknown) => {
+        app.log.error({ err }, 'metrics could not be rendered');
+        fail(response, new GantryError('INTERNAL_ERROR'));
+      },
     );
   });
   app.addHook('onReady', async () => {

@@ -55,30 +55,18 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
   };
   app.delete<{ Params: IdParams }>('/v1/predictions/:id', remove);
   rejectOtherMethods(app, '/v1/predictions/:id', ['GET', 'DELETE']);
-  // Cancel and delete take no body, but clients (and the spec's examples) send Content-Type:
-  // application/json on every POST; an empty body is then no body, not malformed JSON.
-  app.register(async (bodiless) => {
-    bodiless.removeContentTypeParser('application/json');
-    bodiless.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, text, done) => {
-      if (text === '') return done(null, undefined);
-      try {
-        done(null, JSON.parse(text as string));
-      } catch (error) {
-        done(error as Error, undefined);
-      }
-    });
-    bodiless.route<{ Params: IdParams }>({
-      method: ['DELETE', 'POST'],
-      url: '/v1/predictions/:id/delete',
-      handler: remove,
-    });
-    rejectOtherMethods(bodiless, '/v1/predictions/:id/delete', ['DELETE', 'POST']);
-    bodiless.post<{ Params: IdParams }>('/v1/predictions/:id/cancel', async (request) => {
-      const record = await cancelPrediction(deps, principalOf(request), request.params.id);
-      return { success: true, status: record.status, prediction: await serialize(deps, record) };
-    });
-    rejectOtherMethods(bodiless, '/v1/predictions/:id/cancel', ['POST']);
+  // Cancel and delete take no body; an empty one is accepted whatever its Content-Type (src/app.ts).
+  app.route<{ Params: IdParams }>({
+    method: ['DELETE', 'POST'],
+    url: '/v1/predictions/:id/delete',
+    handler: remove,
   });
+  rejectOtherMethods(app, '/v1/predictions/:id/delete', ['DELETE', 'POST']);
+  app.post<{ Params: IdParams }>('/v1/predictions/:id/cancel', async (request) => {
+    const record = await cancelPrediction(deps, principalOf(request), request.params.id);
+    return { success: true, status: record.status, prediction: await serialize(deps, record) };
+  });
+  rejectOtherMethods(app, '/v1/predictions/:id/cancel', ['POST']);
 
   app.get<{ Params: IdParams }>('/v1/predictions/:id/stream', async (request, reply) => {
     const record = await ownedPrediction(deps, principalOf(request), request.params.id);

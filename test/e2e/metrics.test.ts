@@ -426,7 +426,12 @@ describe('metrics on their own port', () => {
       const own = await fetch(`http://127.0.0.1:${port}/metrics`);
       expect(own.status).toBe(200);
       expect(await own.text()).toContain('# TYPE gantry_http_requests_total counter');
-      expect((await fetch(`http://127.0.0.1:${port}/other`)).status).toBe(404);
+      const other = await fetch(`http://127.0.0.1:${port}/other`);
+      expect(other.status).toBe(404);
+      expect(await other.json()).toMatchObject({
+        status: false,
+        error: { error_id: 'NOT_FOUND', http_status: 404 },
+      });
       expect((await fetch(`${g.origin}/metrics`)).status).toBe(404);
     } finally {
       await g.close();
