@@ -19,6 +19,7 @@ import {
 } from './usage/index.js';
 import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
 import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from './usage/ledger-thread.js';
+import { checkpoint } from './usage/sqlite-db.js';
 
 const CREDIT_CACHE_MS = 5_000;
 const NOTHING = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
@@ -104,6 +105,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
       sinks.push(new ThreadedUsageSink(ledgerThread));
       closeLedger = () => {
         sqliteCredits.close();
+        // After the thread has stopped: ledger.db alone then holds every record (see checkpoint).
+        checkpoint(ledgerDb);
         ledgerDb.close();
       };
     } else {

@@ -113,6 +113,7 @@ interface RawConfig {
     body_limit_bytes?: number;
     log_level?: string;
     public_url?: string;
+    shutdown_timeout_seconds?: number;
   };
   provider_defaults?: { timeouts?: RawTimeouts; max_connections?: number };
   providers?: Record<string, RawProvider>;
@@ -341,6 +342,7 @@ function buildServer(
     bodyLimitBytes: raw.body_limit_bytes ?? 4 * 1024 * 1024,
     logLevel: env.LOG_LEVEL || raw.log_level || 'info',
     publicUrl: env.GANTRY_PUBLIC_URL || raw.public_url,
+    shutdownTimeoutMs: (raw.shutdown_timeout_seconds ?? 10) * 1000,
   };
 }
 

@@ -170,6 +170,7 @@ export const configSchema = {
         body_limit_bytes: { type: 'integer', minimum: 1024 },
         log_level: { enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] },
         public_url: { type: 'string', pattern: '^https?://' },
+        shutdown_timeout_seconds: { type: 'number', minimum: 0.1 },
       },
     },
     provider_defaults: {

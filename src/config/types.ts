@@ -97,6 +97,8 @@ export interface ServerSettings {
   logLevel: string;
   /** Base of absolute URLs Gantry hands out; defaults to http://host:port. */
   publicUrl: string | undefined;
+  /** How long SIGTERM waits for running requests and streams before ending them. */
+  shutdownTimeoutMs: number;
 }
 
 export interface WebhookSettings {

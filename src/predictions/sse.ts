@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { connectionFor } from '../inference/stream-reply.js';
 import type { PredictionDeps } from './context.js';
 import type { PredictionRecord, StreamEvent } from './types.js';
 
@@ -22,7 +23,7 @@ export async function streamPrediction(
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
-    connection: 'keep-alive',
+    connection: connectionFor(request.headers),
     'x-accel-buffering': 'no',
     'x-request-id': String(request.id),
   });

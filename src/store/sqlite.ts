@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'libsql';
+import { checkpoint } from '../usage/sqlite-db.js';
 import type { Account, ApiKeyRecord, Store, StoredResponse } from './types.js';
 
 type Db = InstanceType<typeof Database>;
@@ -199,7 +200,9 @@ export class SqliteStore implements Store {
     };
   }
 
+  /** Folds the write-ahead log back into gantry.db first, so a copy of the file alone is complete. */
   close(): void {
+    checkpoint(this.db);
     this.db.close();
   }
 }

@@ -19,3 +19,17 @@ export function openDatabase(source: string | SqliteDatabase): OpenedDatabase {
   db.exec('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
   return { db, owned: true };
 }
+
+/**
+ * Copies everything in the file's write-ahead log into the file and empties the log
+ * (`wal_checkpoint(TRUNCATE)`), so the database file alone holds every committed row: a copy of it made
+ * after a shutdown is complete. Best effort: a reader still open elsewhere (the CLI) makes it partial,
+ * and the next checkpoint finishes the work.
+ */
+export function checkpoint(db: SqliteDatabase): void {
+  try {
+    db.exec('PRAGMA wal_checkpoint(TRUNCATE);');
+  } catch {
+    // An in-memory or read-only database has no log to fold back.
+  }
+}
