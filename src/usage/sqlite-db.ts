@@ -33,3 +33,12 @@ export function checkpoint(db: SqliteDatabase): void {
     // An in-memory or read-only database has no log to fold back.
   }
 }
+
+/**
+ * Reads the connection's `PRAGMA data_version`, which moves when another connection (another process, or
+ * the ledger thread) commits to the file: a change counter that costs one small statement to poll.
+ */
+export function dataVersionOf(db: SqliteDatabase): () => number {
+  const statement = db.prepare('PRAGMA data_version');
+  return () => (statement.get() as { data_version: number }).data_version;
+}
