@@ -8,7 +8,9 @@ import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
 import type { GantryConfig } from './config/types.js';
 import { GantryError } from './errors.js';
 import { endStreams } from './inference/stream-reply.js';
+import { loadSecretKey } from './predictions/secrets.js';
 import type { Role } from './predictions/setup.js';
+import { checkSharedState } from './predictions/shared-state.js';
 import { SqliteStore } from './store/sqlite.js';
 import { type CreditStore, RedisCreditStore, SqliteCreditStore } from './usage/index.js';
 import { hasOldLedgerTables, openLedgerFile } from './usage/ledger-file.js';
@@ -106,7 +108,39 @@ function openStore(config: GantryConfig): SqliteStore {
   return new SqliteStore(join(config.server.dataDir, 'gantry.db'));
 }
 
+/**
+ * On Redis, with prediction models: one line naming what this instance does not share with the others
+ * (the secret, the file store), or undefined. A Redis that does not answer skips the check (the instance starts, as it would
+ * without Redis), with a warning.
+ */
+async function sharedStateProblem(config: GantryConfig, env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  // Without prediction models the secret and the file store are not used.
+  if (!config.redisUrl || !config.models.some((m) => m.serves.includes('predictions'))) return undefined;
+  const secret = loadSecretKey(env.GANTRY_SECRET_KEY, config.server.dataDir);
+  const local = config.predictions.storage.kind === 'local';
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
+  redis.on('error', () => undefined);
+  try {
+    return await checkSharedState(redis, {
+      secret,
+      filesDir: local ? config.predictions.filesDir : undefined,
+    });
+  } catch (err) {
+    process.stderr.write(
+      `gantry: warning: could not check on Redis that this instance shares GANTRY_SECRET_KEY and the file store: ${(err as Error).message}\n`,
+    );
+    return undefined;
+  } finally {
+    redis.disconnect();
+  }
+}
+
 async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): Promise<number> {
+  const problem = await sharedStateProblem(config, env);
+  if (problem) {
+    process.stderr.write(`gantry: ${problem}\n`);
+    return 1;
+  }
   const store = openStore(config);
   syncAccounts(store, config);
   const generated = bootstrapAccount(store, config, env);
