@@ -6,7 +6,11 @@ import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
 import { bootstrapAccount, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
 import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
 import type { GantryConfig } from './config/types.js';
+import { GantryError } from './errors.js';
+import { endStreams } from './inference/stream-reply.js';
+import { loadSecretKey } from './predictions/secrets.js';
 import type { Role } from './predictions/setup.js';
+import { checkSharedState } from './predictions/shared-state.js';
 import { SqliteStore } from './store/sqlite.js';
 import { type CreditStore, RedisCreditStore, SqliteCreditStore } from './usage/index.js';
 import { hasOldLedgerTables, openLedgerFile } from './usage/ledger-file.js';
@@ -27,7 +31,8 @@ they need REDIS_URL (the queue and store they share).
 The configuration is --config, else $GANTRY_CONFIG, else ./config/gantry.yaml, else the embedded default.
 `;
 
-const SHUTDOWN_GRACE_MS = 10_000;
+/** After the deadline has ended the streams: how long answers still being written get to finish. */
+const LAST_WRITES_MS = 1_000;
 
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -103,7 +108,39 @@ function openStore(config: GantryConfig): SqliteStore {
   return new SqliteStore(join(config.server.dataDir, 'gantry.db'));
 }
 
+/**
+ * On Redis, with prediction models: one line naming what this instance does not share with the others
+ * (the secret, the file store), or undefined. A Redis that does not answer skips the check (the instance starts, as it would
+ * without Redis), with a warning.
+ */
+async function sharedStateProblem(config: GantryConfig, env: NodeJS.ProcessEnv): Promise<string | undefined> {
+  // Without prediction models the secret and the file store are not used.
+  if (!config.redisUrl || !config.models.some((m) => m.serves.includes('predictions'))) return undefined;
+  const secret = loadSecretKey(env.GANTRY_SECRET_KEY, config.server.dataDir);
+  const local = config.predictions.storage.kind === 'local';
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
+  redis.on('error', () => undefined);
+  try {
+    return await checkSharedState(redis, {
+      secret,
+      filesDir: local ? config.predictions.filesDir : undefined,
+    });
+  } catch (err) {
+    process.stderr.write(
+      `gantry: warning: could not check on Redis that this instance shares GANTRY_SECRET_KEY and the file store: ${(err as Error).message}\n`,
+    );
+    return undefined;
+  } finally {
+    redis.disconnect();
+  }
+}
+
 async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): Promise<number> {
+  const problem = await sharedStateProblem(config, env);
+  if (problem) {
+    process.stderr.write(`gantry: ${problem}\n`);
+    return 1;
+  }
   const store = openStore(config);
   syncAccounts(store, config);
   const generated = bootstrapAccount(store, config, env);
@@ -121,13 +158,25 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): 
     if (closing) return;
     closing = true;
     app.log.info({ signal }, 'shutting down');
-    // Connections kept alive by clients would hold the shutdown open: close each as soon as it is idle,
-    // and all of them after a grace period, so usage is flushed before a supervisor's SIGKILL.
+    // Connections kept alive by clients would hold the shutdown open: close each as soon as it is idle.
     const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
-    const deadline = setTimeout(() => app.server.closeAllConnections(), SHUTDOWN_GRACE_MS);
+    // At the deadline, streams still running end as an upstream failure would (error event, clean end),
+    // and their tickets record their usage; then whatever is still open is cut. Usage is flushed after
+    // (the app's onClose), so every record is written before a supervisor's SIGKILL.
+    let cut: NodeJS.Timeout | undefined;
+    const deadline = setTimeout(() => {
+      const ended = endStreams(
+        new GantryError('SERVICE_UNAVAILABLE', {
+          message: 'Gantry is shutting down: the stream was ended early; retry the request',
+        }),
+      );
+      app.log.warn({ streams: ended }, 'shutdown deadline: ended the streams still running');
+      cut = setTimeout(() => app.server.closeAllConnections(), LAST_WRITES_MS);
+    }, config.server.shutdownTimeoutMs);
     await app.close();
     clearInterval(sweep);
     clearTimeout(deadline);
+    clearTimeout(cut);
     store.close();
     process.exit(0);
   };

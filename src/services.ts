@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { CHANNEL as ACCESS_CHANNEL, AccessChanges } from './auth/changes.js';
 import type { GantryConfig } from './config/types.js';
 import { type Limiter, MemoryLimiter, RedisLimiter, withFailurePolicy } from './limits/index.js';
 import { newLease } from './limits/request.js';
@@ -19,8 +20,10 @@ import {
 } from './usage/index.js';
 import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
 import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from './usage/ledger-thread.js';
+import { checkpoint, dataVersionOf } from './usage/sqlite-db.js';
 
-const CREDIT_CACHE_MS = 5_000;
+/** How often this process looks for changes made by another one (the CLI): keys, accounts, credits. */
+const CHANGES_POLL_MS = 250;
 const NOTHING = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
 const RELEASED = Promise.resolve('released' as const);
 const EXTENDED = Promise.resolve('extended' as const);
@@ -63,7 +66,9 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const sinks: UsageSink[] = [];
   let ledger: SqliteUsageSink | undefined;
   let redis: Redis | undefined;
-  let refreshTimer: NodeJS.Timeout | undefined;
+  let subscriber: Redis | undefined;
+  /** Polled every CHANGES_POLL_MS: false when nothing changed. */
+  let creditsChanged = (): boolean => false;
   let ledgerThread: LedgerThread | undefined;
   let closeLedger = () => {};
   const backend = config.redisUrl ? 'redis' : 'memory';
@@ -78,10 +83,22 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     // Metering tolerates a slow Redis (the batcher retries), so it gets its own, patient connection.
     redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
     redis.on('error', (error: Error) => log.debug({ err: error.message }, 'usage redis connection error'));
-    credits = new RedisCreditStore(redis, {
+    const redisCredits = new RedisCreditStore(redis, {
       defaultBalance: config.credits.defaultBalance,
       balanceCacheMs: 1_000,
     });
+    credits = redisCredits;
+    // Grants (the CLI, another instance) and access changes are announced on Redis: each instance
+    // forgets the cached balance, or applies the change to its own store, as soon as it hears.
+    subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+    subscriber.on('error', (error: Error) =>
+      log.debug({ err: error.message }, 'changes redis connection error'),
+    );
+    subscriber.on('message', (channel: string, message: string) => {
+      if (channel === redisCredits.grantsChannel) redisCredits.forget(message);
+      else if (channel === ACCESS_CHANNEL) access.receive(message);
+    });
+    void subscriber.subscribe(redisCredits.grantsChannel, ACCESS_CHANNEL).catch(() => undefined);
     sinks.push(new RedisStreamSink(redis, { stream: config.usage.stream }));
   } else {
     limiter = new MemoryLimiter({ leaseMs: config.limits.leaseMs });
@@ -90,11 +107,18 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     // Reads (balances, listings) go through this connection; so do the writes of an in-memory store.
     const ledgerDb = ledgerPath ? openLedgerFile(ledgerPath, store.handle) : store.handle;
     // Balances are read on every billable request: cached in memory (kept current by this process's own
-    // writes, on the ledger thread's answers where there is one), and forgotten every
-    // few seconds so a grant made by the CLI in another process shows up.
+    // writes, on the ledger thread's answers where there is one), and forgotten whenever another
+    // connection (the CLI granting credits, the ledger thread) changed the file.
     const sqliteCredits = new SqliteCreditStore(ledgerDb, { defaultBalance, cache: true });
-    refreshTimer = setInterval(() => sqliteCredits.forget(), CREDIT_CACHE_MS);
-    refreshTimer.unref();
+    const ledgerVersion = dataVersionOf(ledgerDb);
+    let seenLedger = ledgerVersion();
+    creditsChanged = () => {
+      const version = ledgerVersion();
+      if (version === seenLedger) return false;
+      seenLedger = version;
+      sqliteCredits.forget();
+      return true;
+    };
     ledger = new SqliteUsageSink(ledgerDb);
     if (ledgerPath) {
       ledgerThread = new LedgerThread({ path: ledgerPath, defaultBalance }, (error) =>
@@ -104,6 +128,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
       sinks.push(new ThreadedUsageSink(ledgerThread));
       closeLedger = () => {
         sqliteCredits.close();
+        // After the thread has stopped: ledger.db alone then holds every record (see checkpoint).
+        checkpoint(ledgerDb);
         ledgerDb.close();
       };
     } else {
@@ -112,6 +138,16 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     }
   }
   sinks.push(new CreditDebitSink(credits));
+  const access = new AccessChanges(store, redis);
+  const changesTimer = setInterval(() => {
+    try {
+      access.poll();
+      creditsChanged();
+    } catch (error) {
+      log.warn({ err: (error as Error).message }, 'looking for key, account or credit changes failed');
+    }
+  }, CHANGES_POLL_MS);
+  changesTimer.unref();
   if (config.usage.jsonlPath) sinks.push(new JsonlUsageSink(config.usage.jsonlPath));
 
   // The gauge is written when the state flips, not on every admission.
@@ -175,6 +211,11 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     metrics,
     ready: async () => {
       try {
+        await access.join();
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, 'could not read the revoked keys shared on Redis');
+      }
+      try {
         await redisLimiter?.ready(5_000);
       } catch (error) {
         log.warn(
@@ -198,7 +239,8 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
       }
     },
     close: async () => {
-      if (refreshTimer) clearInterval(refreshTimer);
+      clearInterval(changesTimer);
+      subscriber?.disconnect();
       await usage.close();
       await guarded.close();
       await credits.close();

@@ -9,7 +9,10 @@ export interface Principal {
 }
 
 const FLUSH_EVERY_MS = 5_000;
-/** How long a key stays trusted without a store read; a revocation from another process waits this long. */
+/**
+ * How long a key stays trusted without a store read. A change made by another process (the CLI, another
+ * instance) empties the cache sooner, within a second (auth/changes.ts).
+ */
 const CACHE_MS = 5_000;
 const CACHE_MAX = 10_000;
 

@@ -118,6 +118,7 @@ interface RawConfig {
     keep_alive_timeout_ms?: number;
     max_connections_per_ip?: number;
     callback_body_limit_bytes?: number;
+    shutdown_timeout_seconds?: number;
   };
   provider_defaults?: { timeouts?: RawTimeouts; max_connections?: number };
   providers?: Record<string, RawProvider>;
@@ -360,6 +361,7 @@ function buildServer(
     keepAliveTimeoutMs: raw.keep_alive_timeout_ms ?? 72_000,
     maxConnectionsPerIp: raw.max_connections_per_ip ?? 256,
     callbackBodyLimitBytes: raw.callback_body_limit_bytes ?? 64 * 1024 * 1024,
+    shutdownTimeoutMs: (raw.shutdown_timeout_seconds ?? 10) * 1000,
   };
 }
 

@@ -175,6 +175,7 @@ export const configSchema = {
         keep_alive_timeout_ms: { type: 'integer', minimum: 100 },
         max_connections_per_ip: { type: 'integer', minimum: 0 },
         callback_body_limit_bytes: { type: 'integer', minimum: 1024 },
+        shutdown_timeout_seconds: { type: 'number', minimum: 0.1 },
       },
     },
     provider_defaults: {

@@ -107,6 +107,8 @@ export interface ServerSettings {
   maxConnectionsPerIp: number;
   /** Largest body of a backend's callback (Cog webhooks carry output files inline as data: URLs). */
   callbackBodyLimitBytes: number;
+  /** How long SIGTERM waits for running requests and streams before ending them. */
+  shutdownTimeoutMs: number;
 }
 
 export interface WebhookSettings {

@@ -23,6 +23,28 @@ export interface StreamOptions {
 
 const DONE = 'data: [DONE]\n\n';
 
+/** Streams being written, so a shutdown can end each one properly (endStreams). */
+const running = new Set<(err: GantryError) => void>();
+
+/**
+ * The Connection header of a stream answer: keep-alive, unless the client asked to close (then Node
+ * closes the socket once the answer has ended).
+ */
+export function connectionFor(headers: { readonly connection?: string | undefined }): 'close' | 'keep-alive' {
+  const asked = headers.connection;
+  return asked !== undefined && /(?:^|,)\s*close\s*(?:,|$)/i.test(asked) ? 'close' : 'keep-alive';
+}
+
+/**
+ * Ends every stream still being written with `err` as its mid-stream error event and a clean end of the
+ * response (what an upstream failure gives), e.g. at the shutdown deadline. Returns how many it ended.
+ */
+export function endStreams(err: GantryError): number {
+  const ends = [...running];
+  for (const end of ends) end(err);
+  return ends.length;
+}
+
 /**
  * Writes an SSE stream to the client. If the upstream breaks mid-stream, the client gets one error event
  * in the inference envelope and a clean end of the response: never a hang, never a half-written event.
@@ -40,7 +62,7 @@ export async function sendStream(
     ...(reply.getHeaders() as Record<string, string>),
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
-    connection: 'keep-alive',
+    connection: connectionFor(request.headers),
     'x-request-id': String(request.id),
     'x-accel-buffering': 'no',
   });
@@ -48,31 +70,48 @@ export async function sendStream(
   const out = new TickWriter(res);
   let outcome = 'ok';
   let written = 0;
+  const errorEvent = (gantryError: GantryError): SseEvent =>
+    options.errorEvent
+      ? options.errorEvent(gantryError, written)
+      : { data: JSON.stringify(envelope(envelopeFor(request.url), gantryError)) };
+  // Ended from outside (endStreams): the event and the end are written at once, whatever the upstream is
+  // doing; the loop stops at its next event, or when the closed connection aborts the upstream call.
+  let endedBy: GantryError | undefined;
+  const end = (gantryError: GantryError): void => {
+    if (endedBy !== undefined || res.destroyed || res.writableEnded) return;
+    endedBy = gantryError;
+    request.errorId = gantryError.errorId;
+    options.onFailure?.();
+    out.write(formatSse(errorEvent(gantryError)));
+    out.end();
+  };
+  running.add(end);
   try {
     for await (const event of events) {
-      if (res.destroyed) break;
+      if (res.destroyed || endedBy !== undefined) break;
       const seen = meter === undefined ? event : meter.see(event);
       if (seen === undefined) continue;
       written++;
       out.write(formatSse(transform ? transform(seen) : seen));
       if (res.writableNeedDrain) await drained(res);
     }
-    if (res.destroyed) outcome = 'client_aborted';
+    if (endedBy !== undefined) outcome = 'shutdown';
+    else if (res.destroyed) outcome = 'client_aborted';
     else if (options.writeDone) out.write(DONE);
   } catch (err) {
-    if (res.destroyed) {
+    if (endedBy !== undefined) {
+      outcome = 'shutdown';
+    } else if (res.destroyed) {
       outcome = 'client_aborted';
     } else {
       const gantryError = err instanceof UpstreamError ? fromUpstream(err) : toGantryError(err as Error);
       outcome = 'upstream_error';
       options.onFailure?.();
       request.log.warn({ err }, 'stream failed mid-way');
-      const event = options.errorEvent
-        ? options.errorEvent(gantryError, written)
-        : { data: JSON.stringify(envelope(envelopeFor(request.url), gantryError)) };
-      out.write(formatSse(event));
+      out.write(formatSse(errorEvent(gantryError)));
     }
   } finally {
+    running.delete(end);
     out.end();
     request.log.info({ method: request.method, url: request.url, status: 200, stream: outcome }, 'stream');
   }

@@ -94,7 +94,8 @@ export function openSecrets(input: JsonObject, sealed: string | null, key: Buffe
  * The key that seals secrets. From GANTRY_SECRET_KEY (`value`: 32 bytes as 64 hex characters or as
  * base64/base64url) when set; else from `<dataDir>/secret.key`, generated on first start with mode 0600.
  * A generated key only suits a single host: several Gantry processes sharing a queue must share the
- * key through GANTRY_SECRET_KEY.
+ * key through GANTRY_SECRET_KEY. In production the key comes from a secret manager or the service's
+ * environment, never from a file beside the data it opens (README, "Shutdown, backups and the secret").
  */
 export function loadSecretKey(value: string | undefined, dataDir: string): Buffer {
   if (value !== undefined && value.trim() !== '') return parseKey(value.trim(), 'GANTRY_SECRET_KEY');

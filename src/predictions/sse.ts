@@ -1,4 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { connectionFor } from '../inference/stream-reply.js';
 import type { PredictionDeps } from './context.js';
 import { isTerminal, type PredictionRecord, type PredictionStatus, type StreamEvent } from './types.js';
 
@@ -29,6 +30,7 @@ export async function streamPrediction(
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',
+    connection: connectionFor(request.headers),
     'x-accel-buffering': 'no',
     'x-request-id': String(request.id),
   });

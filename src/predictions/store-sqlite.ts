@@ -1,4 +1,5 @@
 import type Database from 'libsql';
+import { checkpoint } from '../usage/sqlite-db.js';
 import {
   type DeliveryRecord,
   isTerminal,
@@ -55,6 +56,8 @@ CREATE INDEX IF NOT EXISTS deliveries_pending ON webhook_deliveries (next_attemp
 `;
 
 const IDEMPOTENCY_MS = 24 * 60 * 60 * 1000;
+/** Removed sealed secrets are checkpointed out of the write-ahead log within this long (README, Shutdown). */
+const SCRUB_AFTER_MS = 200;
 
 interface RecordRow {
   record: string;
@@ -67,8 +70,12 @@ interface RecordRow {
  */
 export class SqlitePredictionStore implements PredictionStore {
   private readonly stmt;
+  private scrubTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly db: Db) {
+    // Deleted or rewritten content is overwritten with zeros, so a removed sealed secret leaves no copy
+    // in the page; scrubSoon() then moves that page over the old one in gantry.db and empties the log.
+    db.exec('PRAGMA secure_delete = ON;');
     db.exec(SCHEMA);
     this.stmt = {
       insert: db.prepare(
@@ -176,6 +183,7 @@ export class SqlitePredictionStore implements PredictionStore {
       const next: PredictionRecord = { ...current, ...patch, updatedAt: Date.now() };
       this.stmt.write.run(next.status, next.completedAt, next.dataRemoved ? 1 : 0, JSON.stringify(next), id);
       for (const delivery of outbox) this.insertDelivery({ ...delivery, predictionId: id });
+      if (current.sealedSecrets !== null && next.sealedSecrets === null) this.scrubSoon();
       return next;
     });
   }
@@ -213,6 +221,7 @@ export class SqlitePredictionStore implements PredictionStore {
       this.stmt.deleteEvents.run(id);
       this.stmt.deleteDeliveries.run(id);
       this.stmt.deleteIdempotency.run(id);
+      if (removed) this.scrubSoon();
       return removed;
     });
   }
@@ -292,7 +301,18 @@ export class SqlitePredictionStore implements PredictionStore {
   }
 
   async close() {
-    // The database handle belongs to the SqliteStore that opened it.
+    // The database handle belongs to the SqliteStore that opened it (it checkpoints when it closes).
+    clearTimeout(this.scrubTimer);
+  }
+
+  /** One checkpoint for the secrets removed within SCRUB_AFTER_MS, off the request that removed them. */
+  private scrubSoon(): void {
+    if (this.scrubTimer !== undefined) return;
+    this.scrubTimer = setTimeout(() => {
+      this.scrubTimer = undefined;
+      checkpoint(this.db);
+    }, SCRUB_AFTER_MS);
+    this.scrubTimer.unref();
   }
 
   private read(id: string): PredictionRecord | undefined {

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'libsql';
+import { checkpoint, dataVersionOf } from '../usage/sqlite-db.js';
 import type { Account, ApiKeyRecord, Store, StoredResponse } from './types.js';
 
 type Db = InstanceType<typeof Database>;
@@ -66,6 +67,11 @@ export class SqliteStore implements Store {
   private readonly db: Db;
   private readonly stmt: ReturnType<SqliteStore['prepare']>;
   revision = 0;
+  /**
+   * SQLite's `PRAGMA data_version` of this connection: it moves when another connection (the CLI, another
+   * instance on the same file) commits a change, never for this connection's own writes.
+   */
+  readonly dataVersion: () => number;
 
   constructor(readonly path: string) {
     if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
@@ -73,6 +79,7 @@ export class SqliteStore implements Store {
     this.db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
     this.db.exec(SCHEMA);
     this.stmt = this.prepare();
+    this.dataVersion = dataVersionOf(this.db);
   }
 
   /** The open database, shared with predictions (and, in memory, with the usage ledger and credits). */
@@ -105,6 +112,12 @@ export class SqliteStore implements Store {
       listKeys: db.prepare('SELECT * FROM api_keys ORDER BY created_at, rowid'),
       listKeysOf: db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, rowid'),
       revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
+      revokeKeyByHash: db.prepare(
+        'UPDATE api_keys SET revoked_at = ? WHERE key_hash = ? AND revoked_at IS NULL',
+      ),
+      revokedHashes: db.prepare('SELECT key_hash FROM api_keys WHERE revoked_at IS NOT NULL'),
+      suspendedAccounts: db.prepare("SELECT id FROM accounts WHERE status = 'suspended'"),
+      setAccountStatus: db.prepare('UPDATE accounts SET status = ? WHERE id = ? AND status <> ?'),
       touchKey: db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?'),
       putResponse: db.prepare(
         `INSERT OR REPLACE INTO responses (id, account_id, model, created_at, conversation, response)
@@ -168,6 +181,28 @@ export class SqliteStore implements Store {
     return this.stmt.revokeKey.run(new Date().toISOString(), id).changes > 0;
   }
 
+  /** Revokes the key with this hash (a revocation made on another instance); false if none was active. */
+  revokeKeyByHash(keyHash: string): boolean {
+    this.revision++;
+    return this.stmt.revokeKeyByHash.run(new Date().toISOString(), keyHash).changes > 0;
+  }
+
+  /** The hashes of every revoked key. */
+  revokedKeyHashes(): string[] {
+    return (this.stmt.revokedHashes.all() as Array<{ key_hash: string }>).map((r) => r.key_hash);
+  }
+
+  /** The ids of the suspended accounts. */
+  suspendedAccountIds(): string[] {
+    return (this.stmt.suspendedAccounts.all() as Array<{ id: string }>).map((r) => r.id);
+  }
+
+  /** Sets an existing account's status (a change made on another instance); false if nothing changed. */
+  setAccountStatus(id: string, status: Account['status']): boolean {
+    this.revision++;
+    return this.stmt.setAccountStatus.run(status, id, status).changes > 0;
+  }
+
   touchKeys(lastUsed: Map<string, string>): void {
     const touch = this.db.transaction((entries: Array<[string, string]>) => {
       for (const [id, at] of entries) this.stmt.touchKey.run(at, id);
@@ -199,7 +234,9 @@ export class SqliteStore implements Store {
     };
   }
 
+  /** Folds the write-ahead log back into gantry.db first, so a copy of the file alone is complete. */
   close(): void {
+    checkpoint(this.db);
     this.db.close();
   }
 }

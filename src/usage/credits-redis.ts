@@ -17,7 +17,7 @@ export interface RedisCreditStoreOptions {
   /**
    * Key prefix; default 'gantry:{credits}' (hash-tagged: every key of one script shares a Cluster slot).
    * Keys: `<prefix>:balances` (hash account → micro-credits), `<prefix>:debited:<record id>` (markers),
-   * `<prefix>:ledger` (stream of grants).
+   * `<prefix>:ledger` (stream of grants). Grants are announced on the channel `<prefix>:granted`.
    */
   prefix?: string;
   /**
@@ -94,6 +94,8 @@ return balance
 export class RedisCreditStore implements CreditStore {
   /** The hash of balances (micro-credits), for a limiter script that wants to read it in its own call. */
   readonly balancesKey: string;
+  /** The pub/sub channel each grant is announced on (the account id), so instances forget that balance. */
+  readonly grantsChannel: string;
   private readonly prefix: string;
   private readonly defaultArg: string;
   private readonly ttl: number;
@@ -108,6 +110,7 @@ export class RedisCreditStore implements CreditStore {
     checkDefaultBalance(options.defaultBalance);
     this.prefix = options.prefix ?? 'gantry:{credits}';
     this.balancesKey = `${this.prefix}:balances`;
+    this.grantsChannel = `${this.prefix}:granted`;
     this.defaultArg =
       options.defaultBalance === UNLIMITED ? UNLIMITED : String(toMicros(options.defaultBalance));
     this.ttl = options.dedupeTtlSeconds ?? 3600;
@@ -165,7 +168,14 @@ export class RedisCreditStore implements CreditStore {
       [this.balancesKey, `${this.prefix}:ledger`],
       [accountId, micros, this.defaultArg, note, new Date().toISOString()],
     );
+    await this.redis.publish(this.grantsChannel, accountId);
     return this.remember(accountId, toCredits(reply));
+  }
+
+  /** Drops a cached balance (another process granted credits), or every cached balance. */
+  forget(accountId?: string): void {
+    if (accountId === undefined) this.cached.clear();
+    else this.cached.delete(accountId);
   }
 
   async close(): Promise<void> {}

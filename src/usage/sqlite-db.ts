@@ -19,3 +19,26 @@ export function openDatabase(source: string | SqliteDatabase): OpenedDatabase {
   db.exec('PRAGMA busy_timeout = 5000; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;');
   return { db, owned: true };
 }
+
+/**
+ * Copies everything in the file's write-ahead log into the file and empties the log
+ * (`wal_checkpoint(TRUNCATE)`), so the database file alone holds every committed row: a copy of it made
+ * after a shutdown is complete. Best effort: a reader still open elsewhere (the CLI) makes it partial,
+ * and the next checkpoint finishes the work.
+ */
+export function checkpoint(db: SqliteDatabase): void {
+  try {
+    db.exec('PRAGMA wal_checkpoint(TRUNCATE);');
+  } catch {
+    // An in-memory or read-only database has no log to fold back.
+  }
+}
+
+/**
+ * Reads the connection's `PRAGMA data_version`, which moves when another connection (another process, or
+ * the ledger thread) commits to the file: a change counter that costs one small statement to poll.
+ */
+export function dataVersionOf(db: SqliteDatabase): () => number {
+  const statement = db.prepare('PRAGMA data_version');
+  return () => (statement.get() as { data_version: number }).data_version;
+}

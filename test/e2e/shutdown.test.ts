@@ -1,0 +1,224 @@
+/**
+ * Graceful shutdown of a real `gantry serve` process (test/helpers/gantry-process.ts), in embedded mode
+ * and on a real Redis: streams still running at the drain deadline (server.shutdown_timeout_seconds) end
+ * with the mid-stream error event and a clean end of the response, every usage record reaches its sink
+ * (data/ledger.db, the Redis Stream) before the process exits, and the SQLite files are checkpointed, so
+ * gantry.db and ledger.db hold their data without their -wal files.
+ */
+import { copyFileSync, existsSync, statSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import Database from 'libsql';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
+import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
+import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
+import { until } from '../helpers/wait.js';
+
+const KEY = 'gty_e2e-shutdown-bootstrap-0123456789abcdefghijklmn';
+const STREAMS = 6;
+const DEADLINE_S = 2;
+/** The local model echoes the prompt: 300 words at 100 ms per chunk of about three tokens is ~10 s. */
+const LONG_PROMPT = Array.from({ length: 300 }, (_, i) => `word${i}`).join(' ');
+const STREAM_STREAM = 'e2e:{usage}';
+
+function config(redis?: TestRedis): string {
+  const path = join(tempDir('gantry-shutdown-config-'), 'gantry.yaml');
+  writeFileSync(
+    path,
+    `
+server:
+  log_level: warn
+  shutdown_timeout_seconds: ${DEADLINE_S}
+providers:
+  local: { kind: local, chunk_delay_ms: 100 }
+tiers:
+  default: {}
+usage:
+  stream: "${STREAM_STREAM}"
+${redis ? `redis: { url: "${redis.url}" }` : ''}
+models:
+  - namespace: gantry/local-chat
+    name: Local chat
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    serves: [inference]
+    apis: [chat, responses]
+    routes: [{ provider: local, model: local-chat }]
+`,
+  );
+  return path;
+}
+
+interface StreamResult {
+  body: string;
+  /** 'end' when the response ended cleanly (its last chunk arrived), else what cut it. */
+  ending: 'end' | 'aborted' | 'error';
+  headers: Record<string, string | string[] | undefined>;
+}
+
+/** A streamed chat call; resolves `started` at the first body bytes and `done` once the response is over. */
+function stream(
+  g: GantryProcess,
+  path = '/v1/chat/completions',
+  body: unknown = {
+    model: 'gantry/local-chat',
+    stream: true,
+    messages: [{ role: 'user', content: LONG_PROMPT }],
+  },
+  headers: Record<string, string> = {},
+): { started: Promise<void>; done: Promise<StreamResult> } {
+  let onStart: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    onStart = resolve;
+  });
+  const done = new Promise<StreamResult>((resolve) => {
+    const text = JSON.stringify(body);
+    const req = httpRequest(`${g.origin}${path}`, {
+      method: 'POST',
+      headers: {
+        'x-api-key': KEY,
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(text)),
+        ...headers,
+      },
+    });
+    req.on('error', () => resolve({ body: '', ending: 'error', headers: {} }));
+    req.on('response', (res) => {
+      let received = '';
+      let settled = false;
+      const settle = (ending: StreamResult['ending']) => {
+        if (settled) return;
+        settled = true;
+        resolve({ body: received, ending, headers: res.headers });
+      };
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        received += chunk;
+        onStart();
+      });
+      res.on('aborted', () => settle('aborted'));
+      res.on('error', () => settle('error'));
+      res.on('end', () => settle('end'));
+      res.on('close', () => settle(res.complete ? 'end' : 'aborted'));
+    });
+    req.end(text);
+  });
+  return { started, done };
+}
+
+/** The `data:` payloads of an SSE body. */
+function dataOf(body: string): string[] {
+  return body
+    .split('\n\n')
+    .filter((frame) => frame.startsWith('data: '))
+    .map((frame) => frame.slice(6));
+}
+
+function countRows(path: string, table: string): number {
+  const db = new Database(path);
+  try {
+    return (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+/** Starts STREAMS long streams, SIGTERMs the process once all have begun, and returns how they ended. */
+async function cutAtDeadline(g: GantryProcess): Promise<StreamResult[]> {
+  const calls = Array.from({ length: STREAMS }, () => stream(g));
+  await Promise.all(calls.map((c) => c.started));
+  const signalledAt = Date.now();
+  g.kill('SIGTERM');
+  const results = await Promise.all(calls.map((c) => c.done));
+  const exit = await g.exited;
+  expect(exit.code).toBe(0);
+  // The deadline applied (not the old fixed 10 s), and the streams were still running when it came.
+  expect(Date.now() - signalledAt).toBeLessThan(DEADLINE_S * 1000 + 4_000);
+  return results;
+}
+
+function expectCutCleanly(results: StreamResult[]): void {
+  for (const result of results) {
+    expect(result.ending).toBe('end');
+    const events = dataOf(result.body);
+    expect(events.length).toBeGreaterThan(1);
+    const last = JSON.parse(events.at(-1) as string) as { error?: { code?: string; type?: string } };
+    expect(last.error?.code).toBe('service_unavailable');
+    expect(last.error?.type).toBe('server_error');
+    // Cut, not finished: no [DONE] after the error.
+    expect(result.body).not.toContain('[DONE]');
+  }
+}
+
+afterEach(async () => {
+  await stopAllGantry(3_000);
+});
+
+afterAll(() => {
+  removeTempDirs();
+});
+
+describe('SIGTERM in embedded mode', () => {
+  it('ends running streams at the deadline with an error event and a clean end, and writes every usage record', async () => {
+    const dataDir = tempDir('gantry-shutdown-data-');
+    const g = await spawnGantry({ config: config(), dataDir, env: { GANTRY_BOOTSTRAP_KEY: KEY } });
+    const results = await cutAtDeadline(g);
+    expectCutCleanly(results);
+    expect(g.output()).not.toContain('usage records dropped');
+
+    // Checkpointed at exit: no -wal left with data in it, and copies of the two files alone hold everything.
+    for (const file of ['gantry.db', 'ledger.db']) {
+      const wal = join(dataDir, `${file}-wal`);
+      expect(existsSync(wal) ? statSync(wal).size : 0).toBe(0);
+    }
+    const copies = tempDir('gantry-shutdown-copy-');
+    copyFileSync(join(dataDir, 'gantry.db'), join(copies, 'gantry.db'));
+    copyFileSync(join(dataDir, 'ledger.db'), join(copies, 'ledger.db'));
+    expect(countRows(join(copies, 'ledger.db'), 'usage_records')).toBe(STREAMS);
+    expect(countRows(join(copies, 'gantry.db'), 'api_keys')).toBe(1);
+  }, 60_000);
+});
+
+describeRedis('SIGTERM on Redis', () => {
+  let redis: TestRedis | undefined;
+  afterAll(async () => {
+    await redis?.close();
+  });
+
+  it('ends running streams at the deadline and puts every usage record on the stream', async () => {
+    redis = await startRedis();
+    const dataDir = tempDir('gantry-shutdown-data-');
+    const g = await spawnGantry({
+      config: config(redis),
+      dataDir,
+      env: { GANTRY_BOOTSTRAP_KEY: KEY, GANTRY_SECRET_KEY: 'a'.repeat(64) },
+    });
+    const results = await cutAtDeadline(g);
+    expectCutCleanly(results);
+    expect(g.output()).not.toContain('usage records dropped');
+    const client = new Redis(redis.url);
+    try {
+      expect(await client.xlen(STREAM_STREAM)).toBe(STREAMS);
+    } finally {
+      client.disconnect();
+    }
+  }, 60_000);
+});
+
+describe('Connection: close', () => {
+  it('a stream answer honours the client asking to close the connection', async () => {
+    const dataDir = tempDir('gantry-shutdown-data-');
+    const g = await spawnGantry({ config: config(), dataDir, env: { GANTRY_BOOTSTRAP_KEY: KEY } });
+    const short = { model: 'gantry/local-chat', stream: true, messages: [{ role: 'user', content: 'hi' }] };
+    for (const path of ['/v1/chat/completions', '/v1/chat/completions?via=fastify']) {
+      const closing = await stream(g, path, short, { connection: 'close' }).done;
+      expect(closing.ending).toBe('end');
+      expect(closing.headers.connection).toBe('close');
+      const kept = await stream(g, path, short).done;
+      expect(kept.headers.connection).toBe('keep-alive');
+    }
+    await until('the server to still answer', async () => (await fetch(`${g.origin}/healthz`)).ok);
+  }, 60_000);
+});
