@@ -108,4 +108,6 @@ export interface ProviderConfig {
   async?: boolean;
   /** replicate kind: poll interval of running partner predictions. */
   pollIntervalMs?: number;
+  /** cog, replicate kinds: output URLs may be on loopback/private addresses (no SSRF guard on downloads). */
+  allowPrivateOutputs?: boolean;
 }

@@ -105,6 +105,7 @@ interface RawProvider {
   max_output_tokens?: number;
   async?: boolean;
   poll_interval_ms?: number;
+  allow_private_outputs?: boolean;
 }
 
 interface RawConfig {
@@ -197,6 +198,7 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       ...(p.max_output_tokens === undefined ? {} : { maxOutputTokens: p.max_output_tokens }),
       ...(p.async === undefined ? {} : { async: p.async }),
       ...(p.poll_interval_ms === undefined ? {} : { pollIntervalMs: p.poll_interval_ms }),
+      ...(p.allow_private_outputs === undefined ? {} : { allowPrivateOutputs: p.allow_private_outputs }),
     };
   });
   const providerNames = new Set(providers.map((p) => p.name));

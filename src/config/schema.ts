@@ -34,6 +34,8 @@ const provider = {
     async: { type: 'boolean' },
     /** replicate: how often a running partner prediction is polled. */
     poll_interval_ms: { type: 'integer', minimum: 10 },
+    /** cog, replicate: output URLs may point at loopback/private addresses (a backend on a private network). */
+    allow_private_outputs: { type: 'boolean' },
   },
   allOf: [
     {
