@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { Tiktoken } from 'tiktoken';
 import { GantryError } from '../src/errors.js';
-import { sharedEncoder } from '../src/metering/tokens.js';
+import { countTextTokens, sharedEncoder, TokenBudget } from '../src/metering/tokens.js';
 import type { CallContext, InferenceProvider, JsonObject, ProviderResult, SseEvent } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -24,11 +24,21 @@ import { UpstreamError } from './upstream-error.js';
  * vector is itself a usable embedding: `dimensions` truncates and re-normalises (Matryoshka-style)
  * without landing on an all-zero prefix. Token-id inputs are decoded with o200k first, so
  * `[ids of "hello"]` embeds exactly like `"hello"`. Values are float32, in both encodings.
+ *
+ * Bounds, as a real model's context and output limits (else one request echoes megabytes back): a chat
+ * prompt, or an embeddings request's inputs together, over `contextLength` tokens is refused as OpenAI
+ * refuses it (400, code context_length_exceeded, param `messages` or `input`); a chat answer generates at
+ * most `maxOutputTokens` tokens over all its `n` choices (each choice gets its share, finish_reason
+ * `length`); an embeddings request takes at most LOCAL_EMBEDDING_MAX_INPUTS inputs, as OpenAI's does.
  */
 
 export const LOCAL_REPLY_PREFIX = 'You said: ';
 export const LOCAL_REPLY_SUFFIX = "This is a deterministic reply from Gantry's built-in local model.";
 export const LOCAL_EMBEDDING_DIMENSIONS = 256;
+export const LOCAL_CONTEXT_LENGTH = 128_000;
+export const LOCAL_MAX_OUTPUT_TOKENS = 4096;
+/** OpenAI's limit on the inputs of one embeddings request. */
+export const LOCAL_EMBEDDING_MAX_INPUTS = 2048;
 
 /** The reply a request gets before `stop` and `max_tokens` cut it. */
 export function localReplyText(messages: unknown): string {
@@ -41,6 +51,10 @@ export interface LocalProviderConfig {
   embeddingDimensions?: number;
   /** Pause between streamed chunks; 0 still yields to the event loop between chunks. */
   chunkDelayMs?: number;
+  /** The most prompt tokens of a chat request, or input tokens of an embeddings request. */
+  contextLength?: number;
+  /** The most tokens one chat answer generates, all its choices together. */
+  maxOutputTokens?: number;
 }
 
 const SYSTEM_FINGERPRINT = 'fp_gantry_local';
@@ -65,9 +79,30 @@ function o200k(): Tiktoken {
   return sharedEncoder('o200k_base');
 }
 
-/** encode_ordinary: text like `<|endoftext|>` in user input is just text, never a special token. */
-function countTokens(text: string): number {
-  return text.length === 0 ? 0 : o200k().encode_ordinary(text).length;
+/** Characters per encode call in generate(): BPE's time grows with the square of a piece's length. */
+const ENCODE_CHUNK = 256;
+
+/**
+ * Token ids of `text` as encode_ordinary gives them, encoded in chunks cut at a space after a non-space
+ * (where the split is exact; a run without one is cut anyway), stopping once more than `limit` are had.
+ */
+function encodeUpTo(text: string, limit: number): number[] {
+  const enc = o200k();
+  const ids: number[] = [];
+  for (let pos = 0; pos < text.length && ids.length <= limit; ) {
+    let end = text.length;
+    if (end - pos > ENCODE_CHUNK) {
+      end = pos + ENCODE_CHUNK;
+      let space = text.lastIndexOf(' ', end);
+      while (space > pos + ENCODE_CHUNK / 2 && /\s/.test(text.charAt(space - 1)))
+        space = text.lastIndexOf(' ', space - 1);
+      if (space > pos + ENCODE_CHUNK / 2) end = space;
+      else if (/[\uD800-\uDBFF]/.test(text.charAt(end - 1))) end--;
+    }
+    for (const id of enc.encode_ordinary(text.slice(pos, end))) ids.push(id);
+    pos = end;
+  }
+  return ids;
 }
 
 export class LocalProvider implements InferenceProvider {
@@ -75,16 +110,28 @@ export class LocalProvider implements InferenceProvider {
   readonly name: string;
   private readonly dimensions: number;
   private readonly chunkDelayMs: number;
+  private readonly contextLength: number;
+  private readonly maxOutputTokens: number;
 
   constructor(config: LocalProviderConfig) {
     this.name = config.name;
     this.dimensions = config.embeddingDimensions ?? LOCAL_EMBEDDING_DIMENSIONS;
     this.chunkDelayMs = config.chunkDelayMs ?? 0;
+    this.contextLength = config.contextLength ?? LOCAL_CONTEXT_LENGTH;
+    this.maxOutputTokens = config.maxOutputTokens ?? LOCAL_MAX_OUTPUT_TOKENS;
     if (!Number.isInteger(this.dimensions) || this.dimensions < 1) {
       throw new Error(`provider ${config.name}: embedding_dimensions must be a positive integer`);
     }
     if (!Number.isFinite(this.chunkDelayMs) || this.chunkDelayMs < 0) {
       throw new Error(`provider ${config.name}: chunk_delay_ms must be a non-negative number`);
+    }
+    for (const [key, value] of [
+      ['context_length', this.contextLength],
+      ['max_output_tokens', this.maxOutputTokens],
+    ] as const) {
+      if (!Number.isInteger(value) || value < 1) {
+        throw new Error(`provider ${config.name}: ${key} must be a positive integer`);
+      }
     }
     // Build the encoder now rather than inside the first request.
     o200k();
@@ -94,8 +141,13 @@ export class LocalProvider implements InferenceProvider {
     this.throwIfAborted(ctx.signal);
     const model = String(body.model);
     const n = positiveInt(body.n) ?? 1;
-    const completion = generate(localReplyText(body.messages), maxTokens(body), stopSequences(body.stop));
     const promptTokens = countPromptTokens(body);
+    if (promptTokens > this.contextLength) {
+      throw this.contextError('messages', `your messages resulted in ${promptTokens} tokens`);
+    }
+    // Each choice's share of the output cap, as if the model had run out of room for the rest.
+    const limit = Math.min(maxTokens(body), Math.max(1, Math.floor(this.maxOutputTokens / n)));
+    const completion = generate(localReplyText(body.messages), limit, stopSequences(body.stop));
     const usage = usageOf(promptTokens, completion.tokens * n);
     const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
     const created = Math.floor(Date.now() / 1000);
@@ -156,6 +208,11 @@ export class LocalProvider implements InferenceProvider {
   async embeddings(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
     this.throwIfAborted(ctx.signal);
     const texts = embeddingInputs(body.input);
+    let inputTokens = 0;
+    for (const input of texts) inputTokens += input.tokens;
+    if (inputTokens > this.contextLength) {
+      throw this.contextError('input', `you requested ${inputTokens} tokens in the input`);
+    }
     const size = this.outputDimensions(body);
     const format = body.encoding_format ?? 'float';
     if (format !== 'float' && format !== 'base64') {
@@ -218,6 +275,18 @@ export class LocalProvider implements InferenceProvider {
     }
   }
 
+  /** What an OpenAI server answers for a prompt over the model's context (code context_length_exceeded). */
+  private contextError(param: string, what: string): UpstreamError {
+    const message =
+      `This model's maximum context length is ${this.contextLength} tokens. However, ${what}. ` +
+      `Please reduce the length of the ${param}.`;
+    return new UpstreamError('status', this.name, `${this.name} answered HTTP 400`, {
+      status: 400,
+      upstreamMessage: message,
+      param,
+    });
+  }
+
   private throwIfAborted(signal: AbortSignal): void {
     if (signal.aborted) throw this.abortError(signal);
   }
@@ -249,7 +318,7 @@ interface Completion {
  */
 function generate(reply: string, limit: number, stops: string[]): Completion {
   const enc = o200k();
-  const ids = enc.encode_ordinary(reply);
+  const ids = encodeUpTo(reply, limit);
   // One streaming decoder: a token ending inside a multi-byte character yields '' and the next token
   // carries the whole character, so pieces always concatenate to valid text.
   const decoder = new TextDecoder();
@@ -268,8 +337,10 @@ function generate(reply: string, limit: number, stops: string[]): Completion {
   for (const stop of stops) {
     const at = reply.indexOf(stop);
     if (at === -1) continue;
-    // The stop sequence is complete once the token holding its last character is generated.
+    // The stop sequence is complete once the token holding its last character is generated; one past
+    // the tokens encoded is past the limit too.
     const tokens = ends.findIndex((end) => end >= at + stop.length) + 1;
+    if (tokens === 0) continue;
     if (tokens < stopTokens || (tokens === stopTokens && at < stopAt)) {
       stopAt = at;
       stopTokens = tokens;
@@ -348,7 +419,17 @@ function lastUserText(messages: unknown): string {
  * OpenAI's published counting rule for its chat models: 3 tokens of framing per message, 1 more for a
  * `name`, 3 to prime the reply. Tool calls and tool definitions count as their JSON text.
  */
+/**
+ * Counts as metering does (src/metering/tokens.ts): as encode_ordinary (text like `<|endoftext|>` in
+ * user input is just text), with bounded work over the whole request.
+ */
+function tokenCounter(): (text: string) => number {
+  const budget = new TokenBudget();
+  return (text) => countTextTokens(text, 'o200k_base', budget);
+}
+
 function countPromptTokens(body: JsonObject): number {
+  const countTokens = tokenCounter();
   let total = 3;
   const messages = Array.isArray(body.messages) ? body.messages : [];
   for (const m of messages) {
@@ -388,19 +469,22 @@ function invalidInput(message: string): GantryError {
 
 /** OpenAI's four input shapes: a string, strings, one token array, token arrays. */
 function embeddingInputs(input: unknown): EmbeddingInput[] {
+  const countTokens = tokenCounter();
+  const textInput = (text: string): EmbeddingInput => {
+    if (text.length === 0) throw invalidInput('input must not contain empty strings');
+    return { text, tokens: countTokens(text) };
+  };
   if (typeof input === 'string') return [textInput(input)];
   if (!Array.isArray(input) || input.length === 0) {
     throw invalidInput('input must be a non-empty string, an array of non-empty strings, or token arrays');
+  }
+  if (input.length > LOCAL_EMBEDDING_MAX_INPUTS && !input.every((item) => typeof item === 'number')) {
+    throw invalidInput(`input must have at most ${LOCAL_EMBEDDING_MAX_INPUTS} items`);
   }
   if (input.every((item) => typeof item === 'string')) return input.map(textInput);
   if (input.every((item) => typeof item === 'number')) return [tokenInput(input)];
   if (input.every((item) => Array.isArray(item))) return input.map(tokenInput);
   throw invalidInput('input must be strings or token arrays, not a mix');
-}
-
-function textInput(text: string): EmbeddingInput {
-  if (text.length === 0) throw invalidInput('input must not contain empty strings');
-  return { text, tokens: countTokens(text) };
 }
 
 function tokenInput(ids: unknown[]): EmbeddingInput {

@@ -100,8 +100,14 @@ export interface ProviderConfig {
   embeddingDimensions?: number;
   /** local kind: pause between streamed chunks, to make streams observable in demos and tests. */
   chunkDelayMs?: number;
+  /** local kind: the most tokens of a chat prompt or of an embeddings request's inputs. */
+  contextLength?: number;
+  /** local kind: the most tokens one chat answer generates, all its choices together. */
+  maxOutputTokens?: number;
   /** cog kind: run predictions asynchronously, the Cog server calling back with webhooks. */
   async?: boolean;
   /** replicate kind: poll interval of running partner predictions. */
   pollIntervalMs?: number;
+  /** cog, replicate kinds: output URLs may be on loopback/private addresses (no SSRF guard on downloads). */
+  allowPrivateOutputs?: boolean;
 }

@@ -101,8 +101,11 @@ interface RawProvider {
   headers?: Record<string, string>;
   embedding_dimensions?: number;
   chunk_delay_ms?: number;
+  context_length?: number;
+  max_output_tokens?: number;
   async?: boolean;
   poll_interval_ms?: number;
+  allow_private_outputs?: boolean;
 }
 
 interface RawConfig {
@@ -199,8 +202,11 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       headers: p.headers ?? {},
       ...(p.embedding_dimensions === undefined ? {} : { embeddingDimensions: p.embedding_dimensions }),
       ...(p.chunk_delay_ms === undefined ? {} : { chunkDelayMs: p.chunk_delay_ms }),
+      ...(p.context_length === undefined ? {} : { contextLength: p.context_length }),
+      ...(p.max_output_tokens === undefined ? {} : { maxOutputTokens: p.max_output_tokens }),
       ...(p.async === undefined ? {} : { async: p.async }),
       ...(p.poll_interval_ms === undefined ? {} : { pollIntervalMs: p.poll_interval_ms }),
+      ...(p.allow_private_outputs === undefined ? {} : { allowPrivateOutputs: p.allow_private_outputs }),
     };
   });
   const providerNames = new Set(providers.map((p) => p.name));

@@ -28,10 +28,14 @@ const provider = {
     headers: { type: 'object', additionalProperties: { type: 'string' } },
     embedding_dimensions: { type: 'integer', minimum: 1, maximum: 8192 },
     chunk_delay_ms: { type: 'integer', minimum: 0 },
+    context_length: { type: 'integer', minimum: 1 },
+    max_output_tokens: { type: 'integer', minimum: 1 },
     /** cog: the Cog server POSTs its progress back to Gantry (Prefer: respond-async) instead of one blocking call. */
     async: { type: 'boolean' },
     /** replicate: how often a running partner prediction is polled. */
     poll_interval_ms: { type: 'integer', minimum: 10 },
+    /** cog, replicate: output URLs may point at loopback/private addresses (a backend on a private network). */
+    allow_private_outputs: { type: 'boolean' },
   },
   allOf: [
     {

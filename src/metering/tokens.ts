@@ -199,15 +199,102 @@ export function sharedEncoder(name: EncodingName = DEFAULT_ENCODING): Tiktoken {
   return counter(name).encoder;
 }
 
-function countRun(c: Counter, re: RegExp, text: string): number {
+/**
+ * The WASM work of one count (a request's input, or one completion), so that no text, however built,
+ * blocks the event loop for long: BPE's time grows with the square of a piece's length (one
+ * 100,000-character run without a space took seconds, a 4 MiB one hours), and even linear work on a
+ * 4 MiB body of new words or CJK takes 2-4 s. Two bounds:
+ * - a piece longer than PIECE_CHUNK is encoded in chunks of that size (never splitting a surrogate
+ *   pair), which keeps the work linear; each cut can split one token in two, so the count errs upward by
+ *   at most about one token per chunk (bench/tokens.ts measures it: about +0.3% on random letters, 0 on
+ *   CJK and emoji);
+ * - once EXACT_CHARS characters went to WASM in this count, only one uncached piece or chunk in
+ *   SAMPLE_EVERY is encoded; the others are estimated at the tokens per character of the last one
+ *   encoded (the neighbouring text), and are not remembered in the piece cache. Ordinary text rarely gets
+ *   there: its words are cache hits, which cost no budget.
+ */
+const PIECE_CHUNK = 128;
+const EXACT_CHARS = 64 * 1024;
+const SAMPLE_EVERY = 16;
+const MAX_SEGMENT = 64 * 1024;
+
+export class TokenBudget {
+  encodedChars = 0;
+  skipped = 0;
+  /** Tokens per character of the last piece or chunk encoded. */
+  ratio = 0.25;
+  /** Whether the last countPart() was estimated rather than encoded. */
+  lastEstimated = false;
+  /** Whether any part of this count was estimated. */
+  estimated = false;
+}
+
+function countPart(c: Counter, budget: TokenBudget, part: string): number {
+  if (budget.encodedChars >= EXACT_CHARS && ++budget.skipped < SAMPLE_EVERY) {
+    budget.lastEstimated = true;
+    budget.estimated = true;
+    return Math.max(1, Math.round(part.length * budget.ratio));
+  }
+  const n = c.encoder.encode_ordinary(part).length;
+  budget.skipped = 0;
+  budget.encodedChars += part.length;
+  budget.ratio = n / part.length;
+  budget.lastEstimated = false;
+  return n;
+}
+
+function countLongPiece(c: Counter, budget: TokenBudget, piece: string): number {
+  let total = 0;
+  for (let start = 0; start < piece.length; ) {
+    let end = Math.min(start + PIECE_CHUNK, piece.length);
+    const last = piece.charCodeAt(end - 1);
+    if (end < piece.length && last >= 0xd800 && last <= 0xdbff) end--;
+    total += countPart(c, budget, piece.slice(start, end));
+    start = end;
+  }
+  return total;
+}
+
+/**
+ * Where the segment of `text` from `pos` ends: the regexes overflow V8's backtracking stack on runs of
+ * millions of characters (4 Mi CJK characters did), so they never see more than MAX_SEGMENT at once. A
+ * cut at a space after a non-space splits exactly (see cutBefore); a run with none is cut anyway, which
+ * splits one piece in two, as PIECE_CHUNK does.
+ */
+function segmentEnd(text: string, pos: number): number {
+  if (text.length - pos <= MAX_SEGMENT) return text.length;
+  const limit = pos + MAX_SEGMENT;
+  const floor = pos + MAX_SEGMENT / 2;
+  const cut = cutBefore(text, limit, floor);
+  if (cut > floor) return cut;
+  const last = text.charCodeAt(limit - 1);
+  return last >= 0xd800 && last <= 0xdbff ? limit - 1 : limit;
+}
+
+function countRun(c: Counter, budget: TokenBudget, re: RegExp, text: string): number {
+  if (text.length <= MAX_SEGMENT) return countSegment(c, budget, re, text);
+  let total = 0;
+  for (let pos = 0; pos < text.length; ) {
+    const end = segmentEnd(text, pos);
+    total += countSegment(c, budget, re, text.slice(pos, end));
+    pos = end;
+  }
+  return total;
+}
+
+function countSegment(c: Counter, budget: TokenBudget, re: RegExp, text: string): number {
   re.lastIndex = 0;
   let total = 0;
   for (let m = re.exec(text); m !== null; m = re.exec(text)) {
     const piece = m[0];
+    if (piece.length > PIECE_CHUNK) {
+      total += countLongPiece(c, budget, piece);
+      continue;
+    }
     let n = c.pieceCounts.get(piece);
     if (n === undefined) {
-      n = c.encoder.encode_ordinary(piece).length;
-      if (piece.length <= MAX_CACHED_PIECE) c.pieceCounts.set(piece, n);
+      n = countPart(c, budget, piece);
+      if (piece.length <= MAX_CACHED_PIECE && !budget.lastEstimated) c.pieceCounts.set(piece, n);
     }
     total += n;
   }
@@ -215,32 +302,44 @@ function countRun(c: Counter, re: RegExp, text: string): number {
 }
 
 /** ASCII stretches go through the fast pattern, the stretches around other characters the full one. */
-function countPieces(c: Counter, text: string): number {
+function countPieces(c: Counter, budget: TokenBudget, text: string): number {
   let total = 0;
   let pos = 0;
   while (pos < text.length) {
     NON_ASCII.lastIndex = pos;
     const hit = NON_ASCII.exec(text);
-    if (hit === null) return total + countRun(c, c.asciiPieces, pos === 0 ? text : text.slice(pos));
+    if (hit === null) return total + countRun(c, budget, c.asciiPieces, pos === 0 ? text : text.slice(pos));
     const start = cutBefore(text, hit.index, pos);
     const end = cutAfter(text, hit.index + 1);
-    if (start > pos) total += countRun(c, c.asciiPieces, text.slice(pos, start));
-    total += countRun(c, c.unicodePieces, text.slice(start, end));
+    if (start > pos) total += countRun(c, budget, c.asciiPieces, text.slice(pos, start));
+    total += countRun(c, budget, c.unicodePieces, text.slice(start, end));
     pos = end;
   }
   return total;
 }
 
-/** Tokens in `text`, as tiktoken's encode_ordinary(text).length. */
-export function countTextTokens(text: string, encoding: EncodingName = DEFAULT_ENCODING): number {
+/**
+ * Tokens in `text`, as tiktoken's encode_ordinary(text).length, within `budget` (TokenBudget: pass one
+ * budget to every text of one request). Exact unless a piece is longer than PIECE_CHUNK or the budget
+ * ran out.
+ */
+export function countTextTokens(
+  text: string,
+  encoding: EncodingName = DEFAULT_ENCODING,
+  budget: TokenBudget = new TokenBudget(),
+): number {
   if (text.length === 0) return 0;
   const c = counter(encoding);
-  if (text.length < MIN_CACHED_TEXT) return countPieces(c, text);
+  if (text.length < MIN_CACHED_TEXT) return countPieces(c, budget, text);
   let n = c.textCounts.get(text);
   if (n === undefined) {
-    n = countPieces(c, text);
-    // A text larger than the whole cache would only evict everything else.
-    if (text.length <= TEXT_CACHE_CHARS / 4) c.textCounts.set(text, n);
+    const estimatedBefore = budget.estimated;
+    budget.estimated = false;
+    n = countPieces(c, budget, text);
+    // A text larger than the whole cache would only evict everything else; an estimate depends on
+    // what else the request held, so it is not kept either.
+    if (text.length <= TEXT_CACHE_CHARS / 4 && !budget.estimated) c.textCounts.set(text, n);
+    budget.estimated ||= estimatedBefore;
   }
   return n;
 }
@@ -254,34 +353,45 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
+/** The encoding and the one budget of a count of several texts (a request's input). */
+interface Count {
+  enc: EncodingName;
+  budget: TokenBudget;
+}
+
+function newCount(enc: EncodingName): Count {
+  return { enc, budget: new TokenBudget() };
+}
+
 const IMAGE_PARTS = new Set(['image_url', 'input_image', 'image']);
 
 /** Content as a string or an array of parts (chat: text/image_url; Responses: input_text/output_text…). */
-function contentTokens(content: unknown, enc: EncodingName): number {
-  if (typeof content === 'string') return countTextTokens(content, enc);
+function contentTokens(content: unknown, k: Count): number {
+  if (typeof content === 'string') return countTextTokens(content, k.enc, k.budget);
   if (!Array.isArray(content)) return 0;
   let total = 0;
   for (const part of content) {
-    if (typeof part === 'string') total += countTextTokens(part, enc);
+    if (typeof part === 'string') total += countTextTokens(part, k.enc, k.budget);
     else if (!isObject(part)) continue;
-    else if (typeof part.text === 'string') total += countTextTokens(part.text, enc);
-    else if (typeof part.refusal === 'string') total += countTextTokens(part.refusal, enc);
+    else if (typeof part.text === 'string') total += countTextTokens(part.text, k.enc, k.budget);
+    else if (typeof part.refusal === 'string') total += countTextTokens(part.refusal, k.enc, k.budget);
     else if (typeof part.type === 'string' && IMAGE_PARTS.has(part.type)) total += IMAGE_PART_TOKENS;
   }
   return total;
 }
 
-function jsonTokens(value: unknown, enc: EncodingName): number {
+function jsonTokens(value: unknown, k: Count): number {
   if (value === undefined || value === null) return 0;
   if (Array.isArray(value) && value.length === 0) return 0;
-  return countTextTokens(JSON.stringify(value), enc);
+  return countTextTokens(JSON.stringify(value), k.enc, k.budget);
 }
 
-function messageTokens(message: Record<string, unknown>, enc: EncodingName): number {
-  let total = TOKENS_PER_MESSAGE + contentTokens(message.content, enc);
-  if (typeof message.role === 'string') total += countTextTokens(message.role, enc);
-  if (typeof message.name === 'string') total += TOKENS_PER_NAME + countTextTokens(message.name, enc);
-  return total + jsonTokens(message.tool_calls, enc);
+function messageTokens(message: Record<string, unknown>, k: Count): number {
+  let total = TOKENS_PER_MESSAGE + contentTokens(message.content, k);
+  if (typeof message.role === 'string') total += countTextTokens(message.role, k.enc, k.budget);
+  if (typeof message.name === 'string')
+    total += TOKENS_PER_NAME + countTextTokens(message.name, k.enc, k.budget);
+  return total + jsonTokens(message.tool_calls, k);
 }
 
 export interface ChatCountOptions {
@@ -292,30 +402,32 @@ export interface ChatCountOptions {
 
 /** Prompt tokens of a chat request's `messages` (non-objects are skipped). */
 export function countChatInputTokens(messages: unknown, options: ChatCountOptions = {}): number {
-  const enc = options.encoding ?? DEFAULT_ENCODING;
-  let total = REPLY_PRIMING_TOKENS + jsonTokens(options.tools, enc);
+  const k = newCount(options.encoding ?? DEFAULT_ENCODING);
+  let total = REPLY_PRIMING_TOKENS + jsonTokens(options.tools, k);
   if (!Array.isArray(messages)) return total;
-  for (const m of messages) if (isObject(m)) total += messageTokens(m, enc);
+  for (const m of messages) if (isObject(m)) total += messageTokens(m, k);
   return total;
 }
 
 /** One Responses input item as a chat message would count; unknown item types count as JSON text. */
-function itemTokens(item: unknown, enc: EncodingName): number {
-  if (typeof item === 'string') return TOKENS_PER_MESSAGE + countTextTokens(item, enc);
+function itemTokens(item: unknown, k: Count): number {
+  if (typeof item === 'string') return TOKENS_PER_MESSAGE + countTextTokens(item, k.enc, k.budget);
   if (!isObject(item)) return 0;
   const type = item.type ?? 'message';
-  if (type === 'message') return messageTokens(item, enc);
+  if (type === 'message') return messageTokens(item, k);
   if (type === 'function_call') {
     return (
-      TOKENS_PER_MESSAGE + countTextTokens(String(item.name ?? ''), enc) + textOrJson(item.arguments, enc)
+      TOKENS_PER_MESSAGE +
+      countTextTokens(String(item.name ?? ''), k.enc, k.budget) +
+      textOrJson(item.arguments, k)
     );
   }
-  if (type === 'function_call_output') return TOKENS_PER_MESSAGE + textOrJson(item.output, enc);
-  return TOKENS_PER_MESSAGE + jsonTokens(item, enc);
+  if (type === 'function_call_output') return TOKENS_PER_MESSAGE + textOrJson(item.output, k);
+  return TOKENS_PER_MESSAGE + jsonTokens(item, k);
 }
 
-function textOrJson(value: unknown, enc: EncodingName): number {
-  return typeof value === 'string' ? countTextTokens(value, enc) : jsonTokens(value, enc);
+function textOrJson(value: unknown, k: Count): number {
+  return typeof value === 'string' ? countTextTokens(value, k.enc, k.budget) : jsonTokens(value, k);
 }
 
 /**
@@ -329,11 +441,12 @@ export function countResponsesInputTokens(
   previous?: ReadonlyArray<{ role: string; content: string }>,
   encoding: EncodingName = DEFAULT_ENCODING,
 ): number {
+  const k = newCount(encoding);
   let total = REPLY_PRIMING_TOKENS;
-  if (instructions) total += messageTokens({ role: 'system', content: instructions }, encoding);
-  for (const m of previous ?? []) total += messageTokens(m, encoding);
-  if (typeof input === 'string') return total + messageTokens({ role: 'user', content: input }, encoding);
-  if (Array.isArray(input)) for (const item of input) total += itemTokens(item, encoding);
+  if (instructions) total += messageTokens({ role: 'system', content: instructions }, k);
+  for (const m of previous ?? []) total += messageTokens(m, k);
+  if (typeof input === 'string') return total + messageTokens({ role: 'user', content: input }, k);
+  if (Array.isArray(input)) for (const item of input) total += itemTokens(item, k);
   return total;
 }
 
@@ -344,9 +457,10 @@ export function countResponsesInputTokens(
 export function countEmbeddingInputTokens(input: unknown, encoding: EncodingName = DEFAULT_ENCODING): number {
   if (typeof input === 'string') return countTextTokens(input, encoding);
   if (!Array.isArray(input)) return 0;
+  const budget = new TokenBudget();
   let total = 0;
   for (const item of input) {
-    if (typeof item === 'string') total += countTextTokens(item, encoding);
+    if (typeof item === 'string') total += countTextTokens(item, encoding, budget);
     else if (typeof item === 'number') total += 1;
     else if (Array.isArray(item)) total += item.length;
   }

@@ -1,25 +1,20 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
-import { Agent, interceptors, request } from 'undici';
 import { mediaBackendFor } from '../../providers/predictions/index.js';
 import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
-import { isValidContentType } from '../blobs/types.js';
 import { nextDelayMs } from '../webhooks/backoff.js';
 import { extendPrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
+import { OutputDownloads } from './downloads.js';
 import { emitStream, finish, markProcessing } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
 import type { StoredFile } from './types.js';
 import { isTerminal, type JobInfo, type PredictionRecord } from './types.js';
 
-const DOWNLOAD_ATTEMPTS = 3;
-const DOWNLOAD_RETRY_MS = 250;
-/** Output downloads follow redirects (delivery CDNs redirect to signed storage URLs). */
-const downloads = new Agent().compose(interceptors.redirect({ maxRedirections: 3 }));
+/** Output URLs are the backend's choice: downloaded behind the webhooks' SSRF guard (downloads.ts). */
+const downloads = new OutputDownloads();
 
-/** Longest output file Gantry downloads from a backend URL. */
-const MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024;
 /** Log text is flushed to the store at most this often (a chatty model would otherwise write per line). */
 const LOG_FLUSH_MS = 250;
 /** How long a run's outcome is retried through a store outage before the job goes back to the queue. */
@@ -244,6 +239,12 @@ export class PredictionWorker {
       });
   }
 
+  /** Whether the prediction's provider may hand out output URLs on private addresses. */
+  private allowPrivateOutputs(record: PredictionRecord): boolean {
+    const provider = this.deps.catalog.entry(record.model)?.routes[0]?.provider;
+    return this.deps.config.providers.find((p) => p.name === provider)?.allowPrivateOutputs === true;
+  }
+
   private async storeOutputs(record: PredictionRecord, outputs: BackendOutput[]) {
     const files: StoredFile[] = [];
     const texts: string[] = [];
@@ -253,7 +254,15 @@ export class PredictionWorker {
         texts.push(output.text);
         continue;
       }
-      const file = output.kind === 'bytes' ? output : await download(output.url, output.headers ?? {}, index);
+      const file =
+        output.kind === 'bytes'
+          ? output
+          : await downloads.download(
+              output.url,
+              output.headers ?? {},
+              index,
+              this.allowPrivateOutputs(record),
+            );
       const key = `${record.id}/${safeName(file.name, index)}`;
       const blob = await this.deps.blobs.put(key, file.data, file.contentType);
       files.push({ name: key.slice(record.id.length + 1), type: blob.contentType, size: blob.size, key });
@@ -344,59 +353,6 @@ async function runTextModel(
     }
   }
   return { outputs: [{ kind: 'text', text }] };
-}
-
-/**
- * Fetches a backend's output file, following up to 3 redirects, retrying transient failures here: a
- * retry of the whole job would run (and bill) the model again for a file that already exists.
- */
-async function download(url: string, headers: Record<string, string>, index: number) {
-  let lastError = '';
-  for (let attempt = 1; attempt <= DOWNLOAD_ATTEMPTS; attempt++) {
-    try {
-      return await downloadOnce(url, headers, index);
-    } catch (error) {
-      if (error instanceof BackendError && !error.retryable) throw error;
-      lastError = (error as Error).message;
-      await sleep(DOWNLOAD_RETRY_MS * attempt);
-    }
-  }
-  throw new BackendError(`Could not download output ${index}: ${lastError}`);
-}
-
-async function downloadOnce(url: string, headers: Record<string, string>, index: number) {
-  const response = await request(url, {
-    headers,
-    dispatcher: downloads,
-    headersTimeout: 30_000,
-    bodyTimeout: 60_000,
-  });
-  if (response.statusCode !== 200) {
-    await response.body.dump();
-    throw new BackendError(`Could not download output ${index}: HTTP ${response.statusCode}`, {
-      retryable: response.statusCode >= 500 || response.statusCode === 429,
-    });
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of response.body) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_DOWNLOAD_BYTES) {
-      response.body.destroy();
-      throw new BackendError(`Output ${index} is larger than ${MAX_DOWNLOAD_BYTES} bytes`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  const contentType = String(response.headers['content-type'] ?? '')
-    .split(';')[0]
-    ?.trim();
-  const path = new URL(url).pathname;
-  const name = path.slice(path.lastIndexOf('/') + 1) || `output_${index}`;
-  return {
-    data: Buffer.concat(chunks),
-    contentType: contentType && isValidContentType(contentType) ? contentType : 'application/octet-stream',
-    name,
-  };
 }
 
 /** Blob keys allow letters, digits, `.`, `_`, `-`; backend file names are anything. */

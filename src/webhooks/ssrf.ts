@@ -9,6 +9,8 @@
  *   resolved to a public address at creation and to 127.0.0.1 at delivery (DNS rebinding) is refused.
  * `allowPrivate` (operator configuration, e.g. for tests or an all-internal deployment) turns both off;
  * `allowHosts` exempts named hosts only.
+ *
+ * Prediction output URLs, chosen by the backend, get the same guard (src/predictions/downloads.ts).
  */
 import { lookup as systemLookup } from 'node:dns/promises';
 import { BlockList, isIP, type LookupFunction } from 'node:net';

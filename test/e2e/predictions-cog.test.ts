@@ -329,8 +329,8 @@ function asyncYaml(cog: FakeCog, publicUrl?: string, uploading?: FakeCog): strin
   return `
 ${publicUrl ? `server: { public_url: "${publicUrl}" }` : ''}
 providers:
-  cog-async: { kind: cog, base_url: "${cog.origin}", async: true }
-${uploading ? `  cog-upload: { kind: cog, base_url: "${uploading.origin}", async: true }` : ''}
+  cog-async: { kind: cog, base_url: "${cog.origin}", async: true, allow_private_outputs: true }
+${uploading ? `  cog-upload: { kind: cog, base_url: "${uploading.origin}", async: true, allow_private_outputs: true }` : ''}
 tiers:
   default: {}
 predictions:

@@ -92,7 +92,7 @@ function partnerConfig(fake: FakeReplicate): string {
 server:
   log_level: warn
 providers:
-  replicate: { kind: replicate, base_url: "${fake.url}", poll_interval_ms: 100 }
+  replicate: { kind: replicate, base_url: "${fake.url}", poll_interval_ms: 100, allow_private_outputs: true }
 tiers:
   default: {}
 models:

@@ -101,7 +101,7 @@ beforeAll(async () => {
   gantry = await startGantry(
     `
 providers:
-  replicate: { kind: replicate, base_url: "${fake.url}", poll_interval_ms: 20 }
+  replicate: { kind: replicate, base_url: "${fake.url}", poll_interval_ms: 20, allow_private_outputs: true }
 tiers:
   default: {}
 predictions:

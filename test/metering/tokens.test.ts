@@ -126,6 +126,79 @@ describe('countTextTokens', () => {
   });
 });
 
+/** `length` characters drawn from `alphabet` (code points), seeded. */
+function randomText(length: number, alphabet: string, seed = 7): string {
+  const chars = [...alphabet];
+  const random = prng(seed);
+  let text = '';
+  for (let i = 0; i < length; i++) text += chars[Math.floor(random() * chars.length)];
+  return text;
+}
+
+/*
+ * BPE's time grows with the square of a piece's length: before long pieces were chunked, 100,000
+ * characters without a space took 9-29 s and 4 MiB hours. These bounds are loose for a loaded CI box and
+ * still orders of magnitude below the quadratic times.
+ */
+describe('long runs without spaces', () => {
+  const MIB = 1024 * 1024;
+
+  it('counts 4 MiB of letters, CJK or punctuation without a space in seconds, close to their size', () => {
+    const cases = [
+      { text: 'a'.repeat(4 * MIB), low: 0.1, high: 0.15 },
+      { text: randomText(4 * MIB, 'abcdefghijklmnopqrstuvwxyz'), low: 0.4, high: 0.6 },
+      { text: randomText(1.4 * MIB, '中文分词测试日本語'), low: 0.8, high: 1.1 },
+      { text: randomText(4 * MIB, '.,;:!?-_()'), low: 0.45, high: 0.65 },
+    ];
+    for (const { text, low, high } of cases) {
+      const start = performance.now();
+      const tokens = countTextTokens(text);
+      const ms = performance.now() - start;
+      console.log(
+        `${text.length} characters (${text.slice(0, 3)}...): ${tokens} tokens in ${ms.toFixed(0)} ms`,
+      );
+      expect(ms).toBeLessThan(5_000);
+      expect(tokens / text.length).toBeGreaterThan(low);
+      expect(tokens / text.length).toBeLessThan(high);
+    }
+  });
+
+  it('counts a 20,000-character run within 1% of tiktoken, never below it', () => {
+    for (const text of [
+      randomText(20_000, 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'),
+      randomText(6_000, '中文分词测试日本語のテキスト😀👍🏽'),
+      'Donaudampfschifffahrtsgesellschaftskapitän'.repeat(100),
+    ]) {
+      for (const encoding of ['o200k_base', 'cl100k_base'] as const) {
+        const exact = reference(text, encoding);
+        const counted = countTextTokens(text, encoding);
+        expect(counted).toBeGreaterThanOrEqual(exact);
+        expect(counted).toBeLessThanOrEqual(exact * 1.02);
+      }
+    }
+  });
+
+  it('estimates past its budget within 10% on a 1 MiB text of new words', () => {
+    const text = randomText(MIB, 'abcdefghijklmnopqrstuvwxyz     ', 11);
+    const exact = reference(text);
+    const counted = countTextTokens(text);
+    expect(Math.abs(counted - exact) / exact).toBeLessThan(0.1);
+    // Counting again hits more cached words (fewer estimated ones): still close.
+    expect(Math.abs(countTextTokens(text) - exact) / exact).toBeLessThan(0.1);
+  });
+
+  it('shares one budget across the texts of one request', () => {
+    const part = randomText(64 * 1024, 'abcdefghijklmnopqrstuvwxyz     ', 13);
+    const parts = Array.from({ length: 32 }, (_, i) => `${i} ${part}`);
+    const start = performance.now();
+    const tokens = countEmbeddingInputTokens(parts);
+    const oneRequest = performance.now() - start;
+    expect(tokens).toBeGreaterThan(0);
+    // 32 texts each under the exact budget would be encoded whole if each had its own
+    expect(oneRequest).toBeLessThan(3_000);
+  });
+});
+
 describe('countChatInputTokens', () => {
   it("follows the cookbook: [{role:'user',content:'hi'}] is 3 + 1 + 1 + 3 = 8", () => {
     expect(reference('user')).toBe(1);

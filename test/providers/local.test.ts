@@ -265,6 +265,20 @@ describe('LocalProvider.chat', () => {
     expect(out.usage.completion_tokens).toBe(4);
   });
 
+  it('reports length when the output cap runs out long before a stop sequence', async () => {
+    const capped = new LocalProvider({ name: 'local', maxOutputTokens: 5 });
+    const body = { model: 'local-chat', messages: user(`${'x'.repeat(50_000)} END`), stop: 'END' };
+    const out = json(await capped.chat(body, ctx())) as unknown as Completion;
+    expect(out.choices[0]?.finish_reason).toBe('length');
+    expect(out.usage.completion_tokens).toBe(5);
+    expect(out.choices[0]?.message.content.startsWith(`${LOCAL_REPLY_PREFIX}xxx`)).toBe(true);
+  });
+
+  it('refuses a context_length or max_output_tokens that is not a positive integer', () => {
+    expect(() => new LocalProvider({ name: 'bad', contextLength: 0 })).toThrow(/context_length/);
+    expect(() => new LocalProvider({ name: 'bad', maxOutputTokens: 1.5 })).toThrow(/max_output_tokens/);
+  });
+
   it('returns n identical choices and bills every one', async () => {
     const single = await complete({ messages: user('n test') });
     const out = await complete({ messages: user('n test'), n: 3 });

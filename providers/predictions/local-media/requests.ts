@@ -31,7 +31,14 @@ import {
   readOptionalInteger,
   readString,
 } from './input.js';
-import { IMAGE_DEFAULTS, MAX_IMAGE_OUTPUTS, MAX_SEED, SPEECH_DEFAULTS, VIDEO_DEFAULTS } from './schemas.js';
+import {
+  IMAGE_DEFAULTS,
+  MAX_IMAGE_OUTPUTS,
+  MAX_SEED,
+  PROMPT_MAX_CHARS,
+  SPEECH_DEFAULTS,
+  VIDEO_DEFAULTS,
+} from './schemas.js';
 import {
   VIDEO_ASPECT_RATIOS,
   VIDEO_DURATIONS,
@@ -52,7 +59,7 @@ export interface ImageJob {
 export function imageJob(input: JsonObject): ImageJob {
   const side = { min: IMAGE_MIN_SIDE, max: IMAGE_MAX_SIDE };
   return {
-    prompt: readString(input, 'prompt'),
+    prompt: readPrompt(input),
     size: imageDimensions({
       aspectRatio: readEnum(input, 'aspect_ratio', IMAGE_ASPECT_RATIOS, IMAGE_DEFAULTS.aspect_ratio),
       megapixels: readEnum(input, 'megapixels', IMAGE_MEGAPIXELS, IMAGE_DEFAULTS.megapixels),
@@ -92,7 +99,7 @@ export type VideoJob = Omit<VideoRequest, 'seed'> & { seed: number | undefined }
 export function videoJob(input: JsonObject): VideoJob {
   const resolutions = Object.keys(VIDEO_RESOLUTIONS) as VideoResolution[];
   return {
-    prompt: readString(input, 'prompt'),
+    prompt: readPrompt(input),
     // `seconds` is the other name some video models use; when both are sent, `duration` may only be the
     // default that validation filled in, so `seconds` wins.
     durationSeconds:
@@ -102,6 +109,14 @@ export function videoJob(input: JsonObject): VideoJob {
     resolution: readEnum(input, 'resolution', resolutions, VIDEO_DEFAULTS.resolution),
     seed: readSeed(input),
   };
+}
+
+function readPrompt(input: JsonObject): string {
+  const prompt = readString(input, 'prompt');
+  if (prompt.length > PROMPT_MAX_CHARS) {
+    throw new InputError(`input.prompt is longer than ${PROMPT_MAX_CHARS} characters`);
+  }
+  return prompt;
 }
 
 function readSeed(input: JsonObject): number | undefined {

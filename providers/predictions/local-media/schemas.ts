@@ -49,6 +49,11 @@ export const SPEECH_DEFAULTS = {
 export const VIDEO_DEFAULTS = { duration: 5, aspect_ratio: '16:9', resolution: '180p' } as const;
 
 export const MAX_IMAGE_OUTPUTS = 4;
+/**
+ * The longest image or video prompt, as a real model's text encoder has a context (FLUX's T5: 512
+ * tokens, about 2,000 characters): a bounded input, refused at create time by the schema.
+ */
+export const PROMPT_MAX_CHARS = 5000;
 
 const seedProperty = (order: number): JsonObject => ({
   type: 'integer',
@@ -72,6 +77,7 @@ const imageInput: JsonObject = {
       title: 'Prompt',
       description:
         'What to picture. Colour words (red, golden, teal…) and mood words (sunset, night…) steer the palette.',
+      maxLength: PROMPT_MAX_CHARS,
       'x-order': 0,
     },
     aspect_ratio: {
@@ -147,6 +153,7 @@ const speechInput: JsonObject = {
       type: 'string',
       title: 'Prompt',
       description: `The text to speak, up to ${SPEECH_MAX_CHARS} characters.`,
+      maxLength: SPEECH_MAX_CHARS,
       'x-order': 0,
     },
     voice: {
@@ -203,6 +210,7 @@ const videoInput: JsonObject = {
       type: 'string',
       title: 'Prompt',
       description: 'What to film. Colour and mood words steer the palette, as in local-image.',
+      maxLength: PROMPT_MAX_CHARS,
       'x-order': 0,
     },
     duration: {

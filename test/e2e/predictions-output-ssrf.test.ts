@@ -1,0 +1,97 @@
+/**
+ * A prediction backend names its output files by URL and Gantry downloads them into its file store. The
+ * URL is the backend's choice: without a guard, a backend could make Gantry fetch a loopback page (an
+ * admin console, a metadata service) and serve it to the caller as an output. Real Gantry, a fake Cog
+ * server returning a loopback URL, a "secret" page on 127.0.0.1.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
+import { type RecordingServer, startRecordingServer } from '../helpers/fake-server.js';
+import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { waitFor } from '../helpers/wait.js';
+
+type Json = Record<string, unknown>;
+
+let cog: FakeCog;
+let secret: RecordingServer<Record<string, never>>;
+let gantry: TestGantry;
+
+const model = (namespace: string, provider: string) => `
+  - namespace: ${namespace}
+    name: ${namespace}
+    type: image
+    serves: [predictions]
+    routes: [{ provider: ${provider} }]
+    input_schema: { type: object, properties: { prompt: { type: string } } }
+    output_schema: { type: array, items: { type: string, format: uri } }`;
+
+beforeAll(async () => {
+  secret = await startRecordingServer<Record<string, never>>(
+    (ex) => {
+      ex.res.writeHead(200, { 'content-type': 'text/plain' });
+      ex.res.end('internal admin page');
+    },
+    { name: 'loopback page', behavior: {}, errorBody: (message) => ({ message }) },
+  );
+  cog = await startFakeCog();
+  cog.setBehavior({ output: [`${secret.origin}/admin/report.txt`] });
+  gantry = await startGantry(`
+providers:
+  cog: { kind: cog, base_url: "${cog.origin}" }
+  cog-lan: { kind: cog, base_url: "${cog.origin}", allow_private_outputs: true }
+tiers:
+  default: {}
+predictions:
+  max_attempts: 1
+models:${model('acme/public', 'cog')}${model('acme/lan', 'cog-lan')}
+`);
+});
+afterAll(async () => {
+  await gantry?.close();
+  await cog?.close();
+  await secret?.close();
+});
+
+async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: Json }> {
+  const res = await fetch(gantry.origin + path, {
+    method,
+    headers: {
+      'x-api-key': gantry.key,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+async function run(modelName: string): Promise<Json> {
+  const created = await call('POST', '/v1/predictions', { model: modelName, input: { prompt: 'x' } });
+  expect(created.status).toBe(200);
+  const id = String(created.body.id);
+  return waitFor(`prediction ${id} to end`, async () => {
+    const { body } = await call('GET', `/v1/predictions/${id}`);
+    return ['succeeded', 'failed', 'canceled'].includes(String(body.status)) ? body : undefined;
+  });
+}
+
+describe('output URLs of a prediction backend', () => {
+  it('are not downloaded from a loopback address: the prediction fails and the page is never fetched', async () => {
+    const prediction = await run('acme/public');
+    expect(prediction.status).toBe('failed');
+    expect(String(prediction.error)).toMatch(
+      /Could not download output 0: refused, address 127\.0\.0\.1 is loopback/,
+    );
+    expect(prediction.output ?? null).toBeNull();
+    expect(secret.requests).toHaveLength(0);
+  });
+
+  it('are downloaded from a private address when the provider allows private outputs', async () => {
+    const prediction = await run('acme/lan');
+    expect(prediction.status).toBe('succeeded');
+    const output = prediction.output as string[];
+    expect(output).toHaveLength(1);
+    const file = await fetch(output[0] ?? '');
+    expect(await file.text()).toBe('internal admin page');
+    expect(secret.requests).toHaveLength(1);
+  });
+});
