@@ -7,6 +7,7 @@ import { registerBlobRoutes } from './blobs/routes.js';
 import { FILES_PATH } from './blobs/signed-url.js';
 import { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
+import type { Gantry } from './context.js';
 import { clientError, frameworkError, installErrorHandling, MAX_PARAM_LENGTH } from './error-handler.js';
 import { GantryError } from './errors.js';
 import { FastPath } from './fast-path/fast-path.js';
@@ -15,13 +16,7 @@ import { INFERENCE_ROUTES } from './fast-path/routes.js';
 import { fastPathServerFactory } from './fast-path/server.js';
 import { checkJsonDepth } from './json-depth.js';
 import { loggerOptions } from './logger.js';
-import {
-  createBackends,
-  createPredictions,
-  loadModelSchemas,
-  type Predictions,
-  type Role,
-} from './predictions/setup.js';
+import { createBackends, createPredictions, loadModelSchemas, type Role } from './predictions/setup.js';
 import { parseQuery, repeatedParameter } from './query.js';
 import { requestTracker } from './request-tracking.js';
 import { registerBackendCallbackRoutes } from './routes/backend-callbacks.js';
@@ -32,7 +27,7 @@ import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerPredictionRoutes } from './routes/predictions.js';
 import { registerResponsesRoutes } from './routes/responses.js';
-import { createServices, type Services } from './services.js';
+import { createServices } from './services.js';
 import type { SqliteStore } from './store/sqlite.js';
 
 declare module 'fastify' {
@@ -43,17 +38,6 @@ declare module 'fastify' {
     /** The error id the request ended with, for usage records and metrics. */
     errorId: string | null;
   }
-}
-
-/** Everything a route needs, built once at start. */
-export interface Gantry {
-  config: GantryConfig;
-  store: SqliteStore;
-  services: Services;
-  catalog: Catalog;
-  providers: ReadonlyMap<string, InferenceProvider>;
-  auth: Authenticator;
-  predictions: Predictions;
 }
 
 export interface BuildOptions {

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { errorCodes, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import type { Gantry } from '../app.js';
+import type { Gantry } from '../context.js';
 import { toGantryError } from '../error-handler.js';
 import { envelope, envelopeFor } from '../errors.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';

@@ -7,8 +7,8 @@ import type {
   SseEvent,
 } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
-import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
+import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import { clientGone } from './client.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';

@@ -1,7 +1,7 @@
-import type { Gantry } from '../app.js';
 import type { Principal } from '../auth/authenticate.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Api } from '../config/types.js';
+import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import type { InferenceRequest } from './exchange.js';
 

@@ -1,6 +1,6 @@
 import type { SseEvent } from '../../providers/types.js';
-import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
+import type { Gantry } from '../context.js';
 import type { Lease } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import { assertCredits } from '../usage/credit-check.js';

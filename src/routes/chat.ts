@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { JsonObject } from '../../providers/types.js';
-import type { Gantry } from '../app.js';
+import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';

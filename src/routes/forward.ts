@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { request as undiciRequest } from 'undici';
 import type { ForwardTarget } from '../../providers/types.js';
-import type { Gantry } from '../app.js';
+import type { Gantry } from '../context.js';
 import { GantryError, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { principalOf } from '../inference/resolve.js';

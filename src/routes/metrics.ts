@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import type { Gantry } from '../app.js';
+import type { Gantry } from '../context.js';
 import { GantryError, restEnvelope } from '../errors.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
+import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, invalidParameter } from '../errors.js';
 import { principalOf } from '../inference/resolve.js';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { InferenceProvider, JsonObject, SseEvent } from '../../providers/types.js';
-import type { Gantry } from '../app.js';
 import type { CatalogModel } from '../catalog.js';
+import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, inferenceEnvelope } from '../errors.js';
 import { dispatch } from '../inference/dispatch.js';
