@@ -17,12 +17,16 @@ function gantryArgs(args: string[]): string[] {
   return ['--import', TSX, join(ROOT, 'src/main.ts'), ...args];
 }
 
-/** Runs `gantry ARGS` to completion in a temp folder (so ./config/gantry.yaml there does not exist). */
+/**
+ * Runs `gantry ARGS` to completion in a temp folder (so ./config/gantry.yaml there does not exist). A
+ * command that should fail but serves instead is stopped after 60 s (status null).
+ */
 function run(args: string[], env: NodeJS.ProcessEnv, cwd: string) {
   const res = spawnSync(process.execPath, gantryArgs(args), {
     cwd,
     env: { ...process.env, ...env },
     encoding: 'utf8',
+    timeout: 60_000,
   });
   return { code: res.status, stdout: res.stdout, stderr: res.stderr };
 }
