@@ -50,7 +50,9 @@
  *   BENCH_PRED_PROFILE           embedded or distributed: the Gantry that --profile runs under --cpu-prof
  *                                (when other phases run too, --profile applies here only if this is set)
  */
+
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -207,7 +209,7 @@ predictions:
 `;
 }
 
-const API_KEY = `gty_bench_${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+const API_KEY = `gty_bench_${randomBytes(24).toString('base64url')}`;
 const HEADERS = {
   'content-type': 'application/json',
   accept: 'application/json',

@@ -11,6 +11,7 @@
  * the moments the thread was descheduled there (e.g. right after waking another thread), so read small
  * differences with care.
  */
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,7 +43,7 @@ function positive(name: keyof typeof values): number {
 
 type Proxy = 'bare' | 'gantry';
 const MODEL = 'bench/chat';
-const API_KEY = `gty_diff_${Math.random().toString(36).slice(2)}`;
+const API_KEY = `gty_diff_${randomBytes(24).toString('base64url')}`;
 const dir = join(tmpdir(), `gantry-profile-diff-${process.pid}`);
 const profileDir = (proxy: Proxy) => join(dir, `${proxy}-profiles`);
 

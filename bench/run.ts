@@ -46,7 +46,9 @@
  *                                  0 skips it)
  *   BENCH_REDIS_SERVER             the redis-server command (redis-server, from PATH)
  */
+
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
@@ -205,7 +207,7 @@ interface Target {
 const MODEL = 'bench/chat';
 const RENAMED_MODEL = 'bench/chat-renamed';
 const UPSTREAM_NAME_FOR_RENAMED = 'bench-upstream-chat';
-const API_KEY = `gty_bench_${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+const API_KEY = `gty_bench_${randomBytes(24).toString('base64url')}`;
 
 function chatBody(model: string, stream: boolean): Buffer {
   return Buffer.from(

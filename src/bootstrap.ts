@@ -4,6 +4,29 @@ import type { Store } from './store/types.js';
 
 export const DEFAULT_ACCOUNT = 'default';
 
+/**
+ * The shortest GANTRY_BOOTSTRAP_KEY accepted. Keys are stored as a plain sha256 (src/auth/keys.ts), which is
+ * safe only for keys too long to guess or to find from a leaked hash: 32 random hex characters are 128
+ * bits; the keys Gantry generates have 256.
+ */
+export const MIN_BOOTSTRAP_KEY_LENGTH = 32;
+
+/** Why GANTRY_BOOTSTRAP_KEY cannot be used, in one line; undefined when it is fine or not set. */
+export function bootstrapKeyProblem(env: NodeJS.ProcessEnv): string | undefined {
+  const key = env.GANTRY_BOOTSTRAP_KEY;
+  if (!key) return undefined;
+  if (key.length < MIN_BOOTSTRAP_KEY_LENGTH) {
+    return (
+      `GANTRY_BOOTSTRAP_KEY is too short (${key.length} characters): it needs at least ` +
+      `${MIN_BOOTSTRAP_KEY_LENGTH} random characters, e.g. \`openssl rand -hex 32\``
+    );
+  }
+  if (!/^[\x21-\x7e]+$/.test(key)) {
+    return 'GANTRY_BOOTSTRAP_KEY may hold only printable ASCII characters without spaces (it is sent in a header)';
+  }
+  return undefined;
+}
+
 /** Accounts and keys declared in the config are written to the store at every start (keys hashed). */
 export function syncAccounts(store: Store, config: GantryConfig): void {
   for (const entry of config.accounts) {
@@ -15,14 +38,17 @@ export function syncAccounts(store: Store, config: GantryConfig): void {
 /**
  * On first start (no account at all) creates the `default` account with one key and returns that key so
  * it can be printed once. GANTRY_BOOTSTRAP_KEY chooses the key instead, and is (re)registered on every
- * start, so scripts can rely on it. Returns the key only when Gantry generated it.
+ * start, so scripts can rely on it (checked by bootstrapKeyProblem first). Returns the key only when Gantry
+ * generated it.
  */
 export function bootstrapAccount(
   store: Store,
   config: GantryConfig,
   env: NodeJS.ProcessEnv,
 ): string | undefined {
-  const chosen = env.GANTRY_BOOTSTRAP_KEY;
+  const chosen = env.GANTRY_BOOTSTRAP_KEY || undefined;
+  const problem = bootstrapKeyProblem(env);
+  if (problem) throw new Error(problem);
   const firstStart = store.countAccounts() === 0;
   if (!firstStart && !chosen) return undefined;
   const tier = Object.keys(config.tiers)[0] ?? 'default';

@@ -1,9 +1,10 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
-import { bootstrapAccount, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
+import { bootstrapAccount, bootstrapKeyProblem, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
 import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
 import type { GantryConfig } from './config/types.js';
 import { GantryError } from './errors.js';
@@ -34,22 +35,98 @@ The configuration is --config, else $GANTRY_CONFIG, else ./config/gantry.yaml, e
 /** After the deadline has ended the streams: how long answers still being written get to finish. */
 const LAST_WRITES_MS = 1_000;
 
+/** An error the command reports in one line, `gantry: <message>`, exiting with `exitCode`. */
+export class CliError extends Error {
+  override name = 'CliError';
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
+    super(message);
+  }
+}
+
+const OPTIONS = {
+  config: { type: 'string' },
+  host: { type: 'string' },
+  port: { type: 'string' },
+  role: { type: 'string' },
+  account: { type: 'string' },
+  name: { type: 'string' },
+  amount: { type: 'string' },
+  note: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/**
+ * parseArgs, with its errors as one line. A negative number after an option is its value (`--amount -100`
+ * takes credits back), where parseArgs alone would refuse it as ambiguous.
+ */
+function parseCommandLine(argv: string[]) {
+  try {
+    return parseArgs({ args: joinNegativeValues(argv), allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    const message = err instanceof Error ? err.message : String(err);
+    const option = /'(?:-\w, )?(-[^' ]+)/.exec(message)?.[1] ?? '';
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+      throw new CliError(`unknown option ${option} (gantry --help lists the options)`, 2);
+    }
+    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+      const problem = /does not take an argument/.test(message) ? 'takes no value' : 'needs a value';
+      throw new CliError(`${option} ${problem}`, 2);
+    }
+    throw new CliError(message.split('\n')[0] ?? message, 2);
+  }
+}
+
+/** `--opt -5` → `--opt=-5` for string options, so a negative number is read as the option's value. */
+function joinNegativeValues(argv: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i] as string;
+    const next = argv[i + 1];
+    const name = word.startsWith('--') ? word.slice(2) : '';
+    const isString = name in OPTIONS && OPTIONS[name as keyof typeof OPTIONS].type === 'string';
+    if (isString && next !== undefined && /^-\.?\d/.test(next)) {
+      out.push(`${word}=${next}`);
+      i++;
+    } else out.push(word);
+  }
+  return out;
+}
+
+/** One line for any error that ends a command: what went wrong, without a stack. */
+export function describeError(err: unknown): string {
+  if (err instanceof CliError) return err.message;
+  if (err instanceof ConfigError) return `configuration error: ${err.message}`;
+  const errno = err as NodeJS.ErrnoException & { address?: string; port?: number };
+  if (errno?.syscall === 'listen') return listenProblem(errno);
+  if (err instanceof AggregateError && !err.message && err.errors[0] !== undefined) {
+    return describeError(err.errors[0]);
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  const code = typeof errno?.code === 'string' && !message.includes(errno.code) ? ` (${errno.code})` : '';
+  return `${message.replace(/\s*\n\s*/g, ' ')}${code}`;
+}
+
+/** Why a server could not listen (the API's port or the metrics port). */
+function listenProblem(err: NodeJS.ErrnoException & { address?: string; port?: number }): string {
+  const where = `${err.address ?? ''}:${err.port ?? ''}`;
+  switch (err.code) {
+    case 'EADDRINUSE':
+      return `cannot listen on ${where}: the port is in use (another Gantry?); choose another with --port or PORT`;
+    case 'EACCES':
+      return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another with --port or PORT`;
+    case 'EADDRNOTAVAIL':
+      return `cannot listen on ${where}: no such address on this machine; choose another with --host or HOST`;
+    default:
+      return `cannot listen on ${where}: ${err.message}`;
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      config: { type: 'string' },
-      host: { type: 'string' },
-      port: { type: 'string' },
-      role: { type: 'string' },
-      account: { type: 'string' },
-      name: { type: 'string' },
-      amount: { type: 'string' },
-      note: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
-  });
+  const { values, positionals } = parseCommandLine(argv);
   const [command, sub, arg] = positionals;
   if (values.help || command === undefined || command === 'help') {
     process.stdout.write(USAGE);
@@ -59,18 +136,11 @@ export async function main(argv: string[]): Promise<number> {
   if (values.host) env.HOST = values.host;
   if (values.port) env.PORT = values.port;
 
-  let config: GantryConfig;
-  try {
-    config = loadConfig(resolveConfigPath(values.config, env), env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`gantry: configuration error: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
-  }
+  const config = loadConfig(resolveConfigPath(values.config, env), env);
 
   if (command === 'config' && sub === 'check') {
+    const keyProblem = bootstrapKeyProblem(env);
+    if (keyProblem) throw new CliError(keyProblem);
     process.stdout.write(
       `${config.source}: ok (${config.providers.length} providers, ${config.models.length} models, ` +
         `${config.accounts.length} accounts)\n`,
@@ -96,12 +166,23 @@ export async function main(argv: string[]): Promise<number> {
       );
       return 2;
     }
+    const keyProblem = bootstrapKeyProblem(env);
+    if (keyProblem) throw new CliError(keyProblem, 2);
     return serve(config, env, role);
   }
   if (command === 'keys') return keys(config, sub, arg, values.account, values.name);
   if (command === 'credits') return credits(config, sub, values.account, values.amount, values.note);
-  process.stderr.write(`gantry: unknown command "${positionals.join(' ')}"\n\n${USAGE}`);
-  return 2;
+  throw new CliError(`unknown command "${positionals.join(' ')}" (gantry --help lists the commands)`, 2);
+}
+
+/** app.listen; when it fails (a port in use, the metrics port too), the app is closed and the reason is one line. */
+async function listen(app: FastifyInstance, host: string, port: number): Promise<string> {
+  try {
+    return await app.listen({ host, port });
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw new CliError(describeError(err));
+  }
 }
 
 function openStore(config: GantryConfig): SqliteStore {
@@ -145,7 +226,7 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): 
   syncAccounts(store, config);
   const generated = bootstrapAccount(store, config, env);
   const { app } = await buildApp(config, store, { role });
-  const address = await app.listen({ host: config.server.host, port: config.server.port });
+  const address = await listen(app, config.server.host, config.server.port);
   if (generated) {
     process.stdout.write(
       `\nCreated account "${DEFAULT_ACCOUNT}" with this API key (shown once, store it now):\n\n  ${generated}\n\n`,
@@ -185,6 +266,11 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): 
   return new Promise<number>(() => undefined);
 }
 
+/** A balance as the CLI prints it: the number of credits, or `unlimited`. */
+function formatCredits(credits: number): string {
+  return credits === Number.POSITIVE_INFINITY ? 'unlimited' : String(credits);
+}
+
 async function credits(
   config: GantryConfig,
   sub: string | undefined,
@@ -192,10 +278,10 @@ async function credits(
   amount: string | undefined,
   note: string | undefined,
 ): Promise<number> {
-  if (!accountName || (sub !== 'grant' && sub !== 'balance')) {
-    process.stderr.write(`gantry: credits needs grant or balance, and --account\n\n${USAGE}`);
-    return 2;
+  if (sub !== 'grant' && sub !== 'balance') {
+    throw new CliError('credits needs grant or balance (gantry --help shows how)', 2);
   }
+  if (!accountName) throw new CliError(`credits ${sub} needs --account NAME`, 2);
   const store = openStore(config);
   if (!config.redisUrl && hasOldLedgerTables(store.handle)) {
     // Moving them here would pull them from under an older server still running on this data dir.
@@ -219,7 +305,7 @@ async function credits(
       return 1;
     }
     if (sub === 'balance') {
-      process.stdout.write(`${await ledger.balance(account.id)}\n`);
+      process.stdout.write(`${formatCredits(await ledger.balance(account.id))}\n`);
       return 0;
     }
     const credits = Number(amount);
@@ -228,7 +314,7 @@ async function credits(
       return 2;
     }
     const balance = await ledger.grant(account.id, credits, note ?? 'granted with the CLI');
-    process.stdout.write(`${balance}\n`);
+    process.stdout.write(`${formatCredits(balance)}\n`);
     return 0;
   } finally {
     await ledger.close();
@@ -287,8 +373,7 @@ function keys(
         return 0;
       }
       default:
-        process.stderr.write(`gantry: keys needs create, list or revoke\n\n${USAGE}`);
-        return 2;
+        throw new CliError('keys needs create, list or revoke (gantry --help shows how)', 2);
     }
   } finally {
     store.close();

@@ -1,10 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import OpenAI from 'openai';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { removeTempDirs, tempDir } from './helpers/temp-dirs.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
 const children: ChildProcess[] = [];
@@ -16,12 +17,16 @@ function gantryArgs(args: string[]): string[] {
   return ['--import', TSX, join(ROOT, 'src/main.ts'), ...args];
 }
 
-/** Runs `gantry ARGS` to completion in a temp folder (so ./config/gantry.yaml there does not exist). */
+/**
+ * Runs `gantry ARGS` to completion in a temp folder (so ./config/gantry.yaml there does not exist). A
+ * command that should fail but serves instead is stopped after 60 s (status null).
+ */
 function run(args: string[], env: NodeJS.ProcessEnv, cwd: string) {
   const res = spawnSync(process.execPath, gantryArgs(args), {
     cwd,
     env: { ...process.env, ...env },
     encoding: 'utf8',
+    timeout: 60_000,
   });
   return { code: res.status, stdout: res.stdout, stderr: res.stderr };
 }
@@ -50,10 +55,20 @@ function serve(env: NodeJS.ProcessEnv, cwd: string): Promise<{ baseURL: string; 
 afterEach(() => {
   for (const child of children.splice(0)) child.kill('SIGTERM');
 });
+afterAll(removeTempDirs);
 
-describe('the gantry command', () => {
+/** A command that failed: one line on stderr that names the problem, no stack, the exit code expected. */
+function expectOneLineError(res: ReturnType<typeof run>, code: number, problem: RegExp): void {
+  expect({ code: res.code, stderr: res.stderr }).toEqual({ code, stderr: expect.stringMatching(problem) });
+  expect(res.stderr).toMatch(/^gantry: [^\n]+\n$/);
+}
+
+const CHOSEN_KEY = 'gty_chosen-by-script-0123456789abcdef';
+
+// Each test spawns the CLI several times: a second or more apiece on a loaded machine.
+describe('the gantry command', { timeout: 120_000 }, () => {
   it('serves the embedded default and prints a first key once', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const cwd = tempDir('gantry-cli-');
     const dataDir = join(cwd, 'data');
     const first = await serve({ GANTRY_DATA_DIR: dataDir }, cwd);
     const key = /\n {2}(gty_\S+)\n/.exec(first.output)?.[1];
@@ -81,18 +96,18 @@ describe('the gantry command', () => {
   });
 
   it('uses GANTRY_BOOTSTRAP_KEY as the first key', async () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const cwd = tempDir('gantry-cli-');
     const started = await serve(
-      { GANTRY_DATA_DIR: join(cwd, 'data'), GANTRY_BOOTSTRAP_KEY: 'gty_chosen-by-script' },
+      { GANTRY_DATA_DIR: join(cwd, 'data'), GANTRY_BOOTSTRAP_KEY: CHOSEN_KEY },
       cwd,
     );
     expect(started.output).not.toMatch(/gty_/);
-    const client = new OpenAI({ baseURL: started.baseURL, apiKey: 'gty_chosen-by-script', maxRetries: 0 });
+    const client = new OpenAI({ baseURL: started.baseURL, apiKey: CHOSEN_KEY, maxRetries: 0 });
     expect((await client.models.list()).data.length).toBe(5);
   });
 
   it('creates, lists and revokes keys', () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const cwd = tempDir('gantry-cli-');
     const env = { GANTRY_DATA_DIR: join(cwd, 'data') };
     const created = run(['keys', 'create', '--account', 'acme', '--name', 'ci'], env, cwd);
     expect(created.code).toBe(0);
@@ -115,7 +130,7 @@ describe('the gantry command', () => {
   });
 
   it('config check accepts a good file and names the problem in a bad one', () => {
-    const cwd = mkdtempSync(join(tmpdir(), 'gantry-cli-'));
+    const cwd = tempDir('gantry-cli-');
     const ok = run(['config', 'check'], {}, cwd);
     expect(ok.code).toBe(0);
     expect(ok.stdout).toMatch(/gantry\.yaml: ok \(1 providers, 5 models/);
@@ -127,5 +142,71 @@ describe('the gantry command', () => {
     const served = run(['serve', '--config', bad], {}, cwd);
     expect(served.code).toBe(1);
     expect(served.stderr).toMatch(/configuration error/);
+  });
+
+  it('refuses a GANTRY_BOOTSTRAP_KEY shorter than 32 characters, at start and in config check', () => {
+    const cwd = tempDir('gantry-cli-');
+    const env = { GANTRY_DATA_DIR: join(cwd, 'data'), GANTRY_BOOTSTRAP_KEY: 'secret123' };
+    expectOneLineError(
+      run(['serve', '--port', '0'], env, cwd),
+      2,
+      /GANTRY_BOOTSTRAP_KEY is too short \(9 characters\)/,
+    );
+    expectOneLineError(run(['config', 'check'], env, cwd), 1, /GANTRY_BOOTSTRAP_KEY is too short/);
+    const spaced = { ...env, GANTRY_BOOTSTRAP_KEY: `${CHOSEN_KEY} x` };
+    expectOneLineError(run(['config', 'check'], spaced, cwd), 1, /printable ASCII characters without spaces/);
+    // Exactly 32 characters is enough; an empty value is the same as none.
+    expect(run(['config', 'check'], { GANTRY_BOOTSTRAP_KEY: 'k'.repeat(32) }, cwd).code).toBe(0);
+    expect(run(['config', 'check'], { GANTRY_BOOTSTRAP_KEY: '' }, cwd).code).toBe(0);
+  });
+
+  it('grants negative credits and prints an unlimited balance as unlimited', () => {
+    const cwd = tempDir('gantry-cli-');
+    const env = { GANTRY_DATA_DIR: join(cwd, 'data') };
+    expect(run(['keys', 'create'], env, cwd).code).toBe(0);
+    const balance = run(['credits', 'balance', '--account', 'default'], env, cwd);
+    expect({ code: balance.code, stdout: balance.stdout }).toEqual({ code: 0, stdout: 'unlimited\n' });
+    expect(run(['credits', 'grant', '--account', 'default', '--amount', '500'], env, cwd).stdout).toBe(
+      '500\n',
+    );
+    const back = run(['credits', 'grant', '--account', 'default', '--amount', '-100'], env, cwd);
+    expect({ code: back.code, stdout: back.stdout, stderr: back.stderr }).toEqual({
+      code: 0,
+      stdout: '400\n',
+      stderr: '',
+    });
+    expect(run(['credits', 'grant', '--account', 'default', '--amount=-0.5'], env, cwd).stdout).toBe(
+      '399.5\n',
+    );
+    expect(run(['credits', 'balance', '--account', 'default'], env, cwd).stdout).toBe('399.5\n');
+  });
+
+  it('reports every usage error in one line with a non-zero exit', () => {
+    const cwd = tempDir('gantry-cli-');
+    const env = { GANTRY_DATA_DIR: join(cwd, 'data') };
+    expect(run(['keys', 'create'], env, cwd).code).toBe(0);
+    // One of each way a command can fail: the option parser, a command's own check, an error thrown inside.
+    const cases: [string[], number, RegExp][] = [
+      [['serve', '--prot', '8080'], 2, /unknown option --prot/],
+      [['credits', 'grant', '--account', 'default', '--amount'], 2, /--amount needs a value/],
+      [['frobnicate'], 2, /unknown command "frobnicate"/],
+      [['credits', 'balance'], 2, /credits balance needs --account NAME/],
+      [['credits', 'grant', '--account', 'default', '--amount', '1e300'], 1, /credits out of range/],
+    ];
+    for (const [args, code, problem] of cases) expectOneLineError(run(args, env, cwd), code, problem);
+  });
+
+  it('names a busy port in one line, and exits', async () => {
+    const cwd = tempDir('gantry-cli-');
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as { port: number }).port;
+    try {
+      const res = run(['serve', '--port', String(port)], { GANTRY_DATA_DIR: join(cwd, 'data') }, cwd);
+      expectOneLineError(res, 1, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${port}: the port is in use`));
+      expect(res.stdout).not.toContain('Gantry listening');
+    } finally {
+      taken.close();
+    }
   });
 });

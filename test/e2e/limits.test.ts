@@ -1,5 +1,5 @@
 /**
- * Token-aware rate limits (issue 3, spec 8) end to end, with the official OpenAI SDK as the client: buckets
+ * Token-aware rate limits (spec 8) end to end, with the official OpenAI SDK as the client: buckets
  * per account and per account×model from the tiers and the models' own `limits`, requests, input and
  * output tokens per rolling window, concurrency, reconciliation of the reservation with the real usage
  * (JSON, streams with the upstream's usage, streams cut short), and the success headers.

@@ -1,5 +1,5 @@
 /**
- * Usage metering, pricing and credits (issue 3) end to end, with the official OpenAI SDK as the client:
+ * Usage metering, pricing and credits end to end, with the official OpenAI SDK as the client:
  * one usage record per inference request with the right fields, tokens from the upstream's usage (asked
  * for on streams and stripped again when the client did not ask), cost and credits from the model's
  * pricing (cached input priced apart), the 402s of the credit check, and the `gantry credits` CLI.

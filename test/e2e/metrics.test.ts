@@ -1,5 +1,5 @@
 /**
- * GET /metrics (issue 3) parsed with a real Prometheus text-format parser after real traffic through the
+ * GET /metrics parsed with a real Prometheus text-format parser after real traffic through the
  * official OpenAI SDK: chat (JSON and stream), embeddings, responses, a 429, and an upstream failure that
  * falls back. Checks names, types and labels, the OpenTelemetry GenAI names, gauges back at rest, label
  * values bounded (route patterns, never a key or an account), and the bearer token on the endpoint.

@@ -1,5 +1,20 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { assertOpenAISchema, openAISchemaErrors } from './openapi.js';
+import { parse as parseYaml } from 'yaml';
+import { extractSchemas, ROOTS } from '../../scripts/vendor-openai-schemas.js';
+import { assertOpenAISchema, loadOpenAPIDocument, OPENAPI_PATH, openAISchemaErrors } from './openapi.js';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+function testFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((name) => {
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) return testFiles(full);
+    return name.endsWith('.ts') ? [full] : [];
+  });
+}
 
 const chatCompletion = {
   id: 'chatcmpl-1',
@@ -142,7 +157,38 @@ describe('openapi helper', () => {
     );
   });
 
-  it('rejects unknown schema names', () => {
-    expect(() => openAISchemaErrors('NoSuchSchema', {})).toThrow(/NoSuchSchema/);
+  it('rejects unknown schema names, pointing at the vendoring script', () => {
+    expect(() => openAISchemaErrors('NoSuchSchema', {})).toThrow(
+      /NoSuchSchema .*scripts\/vendor-openai-schemas\.ts/,
+    );
+  });
+});
+
+describe('the vendored OpenAPI document', () => {
+  it('is read from inside the repository', () => {
+    const relative = path.relative(repoRoot, OPENAPI_PATH);
+    expect(relative).toBe(path.join('test', 'fixtures', 'openai-openapi', 'openapi.yaml'));
+    expect(statSync(OPENAPI_PATH).isFile()).toBe(true);
+  });
+
+  it('holds every schema it references and every schema the tests name', () => {
+    const text = readFileSync(OPENAPI_PATH, 'utf8');
+    const schemas = (
+      parseYaml(text, { maxAliasCount: -1 }) as { components: { schemas: Record<string, never> } }
+    ).components.schemas;
+    // Closed under $ref (extractSchemas throws on a missing one) and nothing beyond what ROOTS reach.
+    expect(Object.keys(extractSchemas(schemas, ROOTS))).toEqual(Object.keys(schemas));
+    const named = new Set<string>();
+    for (const file of testFiles(path.join(repoRoot, 'test'))) {
+      const source = readFileSync(file, 'utf8');
+      for (const m of source.matchAll(/(?:assertOpenAISchema|openAISchemaErrors)\(\s*'(\w+)'/g)) {
+        if (m[1] !== 'NoSuchSchema') named.add(m[1] as string);
+      }
+    }
+    expect(named.size).toBeGreaterThan(5);
+    for (const name of named) expect(ROOTS, `${name} is not vendored`).toContain(name);
+    expect(Object.keys((loadOpenAPIDocument().components as { schemas: object }).schemas)).toEqual(
+      Object.keys(schemas),
+    );
   });
 });

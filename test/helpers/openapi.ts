@@ -1,10 +1,11 @@
 /**
- * Validates values against OpenAI's published OpenAPI 3.1 spec (`../shared/openai-openapi/openapi.yaml`,
- * next to the repository). The 3 MB YAML is parsed once and cached as JSON in the OS temp directory,
- * keyed by the file's size and mtime, so each test process after the first loads it in milliseconds.
+ * Validates values against OpenAI's published OpenAPI 3.1 spec: the component schemas the tests use,
+ * vendored in test/fixtures/openai-openapi/ (source, commit and licence in its README.md). The YAML is
+ * parsed once and cached as JSON in the OS temp directory, keyed by the file's content, so each test
+ * process after the first loads it in milliseconds.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +13,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import { parse as parseYaml } from 'yaml';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const OPENAPI_PATH = path.resolve(repoRoot, '../shared/openai-openapi/openapi.yaml');
+export const OPENAPI_PATH = path.join(repoRoot, 'test/fixtures/openai-openapi/openapi.yaml');
 const DOC_ID = 'https://gantry.test/openai-openapi.json';
 /** Bump when preprocess() changes, so stale caches are not reused. */
 const CACHE_VERSION = 1;
@@ -31,11 +32,8 @@ function isRecord(value: unknown): value is JsonRecord {
 /** The spec as JSON, with OpenAPI-only constructs rewritten into JSON Schema 2020-12. */
 export function loadOpenAPIDocument(): JsonRecord {
   if (doc) return doc;
-  const stat = statSync(OPENAPI_PATH);
-  const key = createHash('sha256')
-    .update(`${OPENAPI_PATH}:${stat.size}:${stat.mtimeMs}:${CACHE_VERSION}`)
-    .digest('hex')
-    .slice(0, 16);
+  const text = readFileSync(OPENAPI_PATH, 'utf8');
+  const key = createHash('sha256').update(`${CACHE_VERSION}:${text}`).digest('hex').slice(0, 16);
   const cacheDir = path.join(os.tmpdir(), 'gantry-openapi-cache');
   const cacheFile = path.join(cacheDir, `openapi-${key}.json`);
   try {
@@ -45,7 +43,7 @@ export function loadOpenAPIDocument(): JsonRecord {
     // not cached yet (or corrupt): parse the YAML below
   }
   if (!doc) {
-    const parsed: unknown = parseYaml(readFileSync(OPENAPI_PATH, 'utf8'), { maxAliasCount: -1 });
+    const parsed: unknown = parseYaml(text, { maxAliasCount: -1 });
     if (!isRecord(parsed)) throw new Error(`${OPENAPI_PATH} is not a YAML mapping`);
     doc = preprocess(parsed) as JsonRecord;
     try {
@@ -119,7 +117,9 @@ function validatorFor(schemaName: string): ValidateFunction {
   const components = loadOpenAPIDocument().components;
   const schemas = isRecord(components) ? components.schemas : undefined;
   if (!isRecord(schemas) || !(schemaName in schemas)) {
-    throw new Error(`the OpenAI spec has no schema named ${schemaName}`);
+    throw new Error(
+      `the OpenAI spec has no schema named ${schemaName} (the vendored subset: add it to ROOTS in scripts/vendor-openai-schemas.ts)`,
+    );
   }
   const validate = getAjv().compile({ $ref: `${DOC_ID}#/components/schemas/${schemaName}` });
   validators.set(schemaName, validate);
