@@ -125,6 +125,21 @@ function listenProblem(err: NodeJS.ErrnoException & { address?: string; port?: n
   }
 }
 
+/**
+ * The `gantry` command as bin/gantry.js runs it: every error ends it with one line naming the problem
+ * (LOG_LEVEL=debug adds the stack of an unexpected one) and a non-zero exit code.
+ */
+export async function runCli(argv: string[]): Promise<number> {
+  try {
+    return await main(argv);
+  } catch (err) {
+    process.stderr.write(`gantry: ${describeError(err)}\n`);
+    const debug = process.env.LOG_LEVEL === 'debug' || process.env.LOG_LEVEL === 'trace';
+    if (debug && !(err instanceof CliError) && err instanceof Error) process.stderr.write(`${err.stack}\n`);
+    return err instanceof CliError ? err.exitCode : 1;
+  }
+}
+
 export async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(argv);
   const [command, sub, arg] = positionals;

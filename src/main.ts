@@ -1,15 +1,13 @@
-import { CliError, describeError, main } from './cli.js';
+import { runCli } from './cli.js';
 
-// Every error ends the command with one line naming the problem; LOG_LEVEL=debug adds the stack of an
-// unexpected one.
-main(process.argv.slice(2)).then(
+// A failed command exits at once: whatever it opened before failing (a Redis connection, a store) must
+// not keep the process alive after its one-line error.
+runCli(process.argv.slice(2)).then(
   (code) => {
-    process.exitCode = code;
+    if (code !== 0) process.exit(code);
   },
   (err: unknown) => {
-    process.stderr.write(`gantry: ${describeError(err)}\n`);
-    const debug = process.env.LOG_LEVEL === 'debug' || process.env.LOG_LEVEL === 'trace';
-    if (debug && !(err instanceof CliError) && err instanceof Error) process.stderr.write(`${err.stack}\n`);
-    process.exit(err instanceof CliError ? err.exitCode : 1);
+    process.stderr.write(`gantry: ${String(err)}\n`);
+    process.exit(1);
   },
 );

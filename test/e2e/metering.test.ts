@@ -18,7 +18,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vites
 import { buildApp } from '../../src/app.js';
 import { hashKey } from '../../src/auth/keys.js';
 import { syncAccounts } from '../../src/bootstrap.js';
-import { main } from '../../src/cli.js';
+import { runCli } from '../../src/cli.js';
 import { parseConfig } from '../../src/config/load.js';
 import { countChatInputTokens, countCompletionTokens } from '../../src/metering/tokens.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
@@ -650,7 +650,7 @@ describe('the gantry credits command', () => {
     });
   }
 
-  /** `gantry ARGS` through the CLI's main(), in this process, with its output captured. */
+  /** `gantry ARGS` through the CLI's runCli(), in this process, with its output captured. */
   async function inProcess(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
     const out: string[] = [];
     const err: string[] = [];
@@ -663,7 +663,7 @@ describe('the gantry credits command', () => {
       return true;
     });
     try {
-      const code = await main(args);
+      const code = await runCli(args);
       return { code, stdout: out.join(''), stderr: err.join('') };
     } finally {
       stdout.mockRestore();
