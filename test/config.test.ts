@@ -98,7 +98,7 @@ describe('configuration of limits, credits and metering', () => {
       headersTimeoutMs: 10_000,
       requestTimeoutMs: 60_000,
       keepAliveTimeoutMs: 72_000,
-      maxConnectionsPerIp: 256,
+      maxConnectionsPerIp: 1024,
       callbackBodyLimitBytes: 64 * 1024 * 1024,
     });
     const set = parseConfig(

@@ -365,7 +365,7 @@ function buildServer(
     headersTimeoutMs,
     requestTimeoutMs,
     keepAliveTimeoutMs: raw.keep_alive_timeout_ms ?? 72_000,
-    maxConnectionsPerIp: raw.max_connections_per_ip ?? 256,
+    maxConnectionsPerIp: raw.max_connections_per_ip ?? 1024,
     callbackBodyLimitBytes: raw.callback_body_limit_bytes ?? 64 * 1024 * 1024,
     shutdownTimeoutMs: (raw.shutdown_timeout_seconds ?? 10) * 1000,
   };
