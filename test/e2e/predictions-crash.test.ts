@@ -8,6 +8,8 @@
  *   prediction ends succeeded with its outputs, run once.
  * - A bus error before the backend call (Redis refuses SUBSCRIBE): the job goes back to the queue, the
  *   prediction stays starting with no run counted, and runs once when the bus is back.
+ * - A final write applied whose answer was lost (Redis drops the client over its output buffer limit):
+ *   the worker recognises its own write and records the end once (metrics, usage, notifications).
  * - A create while Redis is down answers 503 PREDICTION_ERROR with Retry-After within its deadline
  *   (predictions.store_timeout_ms); once Redis is back nothing of it runs, and the same Idempotency-Key
  *   creates the prediction.
@@ -268,6 +270,37 @@ describeRedis('predictions: crashes lose nothing (distributed)', () => {
       expect(runs()).toBe(1);
     } finally {
       await admin.call('ACL', 'SETUSER', 'default', '+subscribe');
+      await admin.quit();
+    }
+  }, 90_000);
+
+  it('a final write applied whose answer was lost: the worker still records the end once', async () => {
+    const g = await gantry('reply-lost', 'all');
+    const admin = new Redis(redis.url);
+    // The text output makes the final write's answer (the whole prediction) large; Redis drops a
+    // client whose answer outgrows this limit, after the write is applied.
+    cog.setBehavior({ logs: ['one line'], output: 'x'.repeat(256 * 1024) });
+    await admin.config('SET', 'client-output-buffer-limit', 'normal 64kb 0 0');
+    try {
+      const created = await create(g, { model: 'acme/flux', input: { prompt: 'a long text' } });
+      const key = `gantry:pred:{${created.id}}`;
+      await until(
+        'the final write to be applied',
+        async () => (await admin.hget(key, 'status')) === '"succeeded"',
+        30_000,
+        100,
+      );
+      await admin.config('SET', 'client-output-buffer-limit', 'normal 0 0 0');
+      const done = /gantry_predictions_total\{model="acme\/flux",status="succeeded"\} 1\b/;
+      await until(
+        'the end to be recorded (usage, metrics, notifications)',
+        async () => done.test(await (await fetch(`${g.origin}/metrics`)).text()),
+        20_000,
+        200,
+      );
+      expect(runs()).toBe(1);
+    } finally {
+      await admin.config('SET', 'client-output-buffer-limit', 'normal 0 0 0');
       await admin.quit();
     }
   }, 90_000);
