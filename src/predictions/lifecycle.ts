@@ -64,30 +64,76 @@ export async function markProcessing(
 /**
  * Moves a non-terminal prediction to a terminal status with the given facts. Returns the record, or
  * undefined when another party (a cancel, another worker) finished it first: then nothing is announced.
- * Throws only when the store could not be written (nothing changed then, or the change was made and
- * its answer lost: a retry then finds the prediction finished and returns undefined).
+ * Throws only when the store could not be written, before any side effect. `token` (one per run) goes
+ * into the write: a retry after a write that was applied but whose answer was lost finds its own token
+ * and completes the side effects, once, instead of taking the prediction for someone else's.
  */
 export async function finish(
   deps: PredictionDeps,
   id: string,
   status: 'succeeded' | 'failed' | 'canceled',
   patch: PredictionPatch = {},
+  token?: string,
 ): Promise<PredictionRecord | undefined> {
   const current = await deps.store.get(id);
-  if (!current || isTerminal(current.status)) return undefined;
+  if (!current) return undefined;
+  if (isTerminal(current.status)) return finishedBy(deps, current, token);
   const now = Date.now();
-  const final: PredictionPatch = { ...patch, status, completedAt: now, sealedSecrets: null };
-  const bill = price(deps, { ...current, ...final });
-  final.creditsUsed = bill.credits;
+  const final: PredictionPatch = {
+    ...patch,
+    status,
+    completedAt: now,
+    sealedSecrets: null,
+    finishToken: token ?? null,
+  };
+  final.creditsUsed = price(deps, { ...current, ...final }).credits;
   // The status and the webhook it owes are one write (the outbox): no crash can separate them.
   const outbox = await webhookOutbox(deps, { ...current, ...final, updatedAt: now });
   const record = await deps.store.update(id, final, undefined, outbox);
-  if (!record) return undefined;
+  if (!record) {
+    // Refused, or applied once already: a client that lost the answer re-sends the write, which then
+    // finds the prediction finished (by this very call).
+    const latest = await deps.store.get(id);
+    return latest && isTerminal(latest.status) ? finishedBy(deps, latest, token) : undefined;
+  }
+  await afterFinish(deps, record, outbox);
+  return record;
+}
+
+/** A prediction found finished: the side effects are this caller's to do if its token wrote it. */
+async function finishedBy(
+  deps: PredictionDeps,
+  record: PredictionRecord,
+  token: string | undefined,
+): Promise<PredictionRecord | undefined> {
+  if (token === undefined || record.finishToken !== token) return undefined;
+  // Read before any side effect: a failure here is retried without doing any of them twice.
+  const owed = (await deps.store.deliveries(record.id)).filter(
+    (d) => d.state === 'pending' && d.event === EVENT_OF[record.status],
+  );
+  await afterFinish(deps, record, owed);
+  return record;
+}
+
+/**
+ * What follows a terminal write, run once per prediction by the finish that made it. Never throws: a
+ * throw would make the caller retry the finish, and the retry would do all of this again.
+ */
+async function afterFinish(
+  deps: PredictionDeps,
+  record: PredictionRecord,
+  outbox: ReadonlyArray<{ id: string }>,
+): Promise<void> {
+  const { id, status } = record;
   // The usage record (in memory, batched) comes before anything that can wait; stream events and bus
   // notifications are best effort after that.
-  deps.usage.add(usageRecordOf(record, bill));
+  deps.usage.add(usageRecordOf(record, price(deps, record)));
   await releasePrediction(deps, record.lease);
-  deps.metrics.predictionDone(record.model, status, (now - record.createdAt) / 1000);
+  deps.metrics.predictionDone(
+    record.model,
+    status,
+    ((record.completedAt ?? Date.now()) - record.createdAt) / 1000,
+  );
   await queueDeliveries(deps, record, outbox);
   try {
     if (record.stream) {
@@ -105,7 +151,6 @@ export async function finish(
     // Stream readers and awaiting requests fall back to the store (await polls it every second).
     deps.log.warn({ err: (error as Error).message, prediction: id }, 'prediction events not published');
   }
-  return record;
 }
 
 /** Appends an event to the prediction's SSE stream (kept for late subscribers) and publishes it. */
@@ -146,7 +191,7 @@ async function webhookOutbox(deps: PredictionDeps, next: PredictionRecord): Prom
 async function queueDeliveries(
   deps: PredictionDeps,
   record: PredictionRecord,
-  outbox: readonly NewDelivery[],
+  outbox: ReadonlyArray<{ id: string }>,
 ): Promise<void> {
   for (const delivery of outbox) {
     await deps.queue.add('webhook', delivery.id).catch((error: Error) => {

@@ -119,14 +119,16 @@ export async function createPrediction(
     });
   }
 
-  const deadlineMs = deps.config.predictions.storeTimeoutMs;
+  // One deadline for everything from here that waits on shared state (idempotency lookup, admission,
+  // store, queue): the caller gets an answer within store_timeout_ms, whichever part is slow.
+  const deadline = Date.now() + deps.config.predictions.storeTimeoutMs;
   // A retried create is answered before admission: it must not count against the limits again.
   if (idempotencyKey !== undefined) {
     let existing: PredictionRecord | undefined;
     try {
       existing = await withDeadline(
         deps.store.findByIdempotencyKey(principal.account.id, idempotencyKey),
-        deadlineMs,
+        deadline,
       );
     } catch (error) {
       deps.log.error({ err: (error as Error).message }, 'idempotency key could not be looked up');
@@ -134,7 +136,20 @@ export async function createPrediction(
     }
     if (existing) return { record: existing, created: false, wait: request.await === true, headers: {} };
   }
-  const admission = await admitPrediction(deps, principal, entry, checked.input);
+  const admitting = admitPrediction(deps, principal, entry, checked.input);
+  let admission: Awaited<typeof admitting>;
+  try {
+    admission = await withDeadline(admitting, deadline);
+  } catch (error) {
+    if (!(error instanceof DeadlineError)) throw error;
+    // An admission that completes after the answer holds a slot nobody will use: given back.
+    void admitting.then(
+      (late) => releasePrediction(deps, late.lease),
+      () => undefined,
+    );
+    deps.log.error({ err: error.message }, 'prediction admission did not answer in time');
+    throw storeUnavailable(error);
+  }
   const sealed = sealSecrets(checked.input, validator.secretFields, deps.secretKey);
   const now = Date.now();
   const record: PredictionRecord = {
@@ -172,16 +187,19 @@ export async function createPrediction(
   };
 
   let stored: Awaited<ReturnType<typeof deps.store.create>>;
+  let answered = false;
   try {
     stored = await withDeadline(
       (async () => {
         const result = await deps.store.create(record, idempotencyKey);
-        if (result.created) await deps.queue.add('prediction', record.id);
+        // Past the deadline the caller heard 503 and the create is being abandoned: never queued.
+        if (result.created && !answered) await deps.queue.add('prediction', record.id);
         return result;
       })(),
-      deadlineMs,
+      deadline,
     );
   } catch (error) {
+    answered = true;
     // The caller hears 503, so the prediction must never run: a create still on its way (queued behind
     // a Redis outage) is voided, one stored but not queued is taken back. Not awaited: the answer must
     // not wait for the outage; the store sends the first steps at once, ahead of the caller's retry.
@@ -214,13 +232,18 @@ function storeUnavailable(cause: unknown): GantryError {
   });
 }
 
-/** The work's outcome, or a rejection once `ms` pass (the work itself goes on; see abandon). */
-function withDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+class DeadlineError extends Error {}
+
+/** The work's outcome, or a DeadlineError at `deadline` (epoch ms; the work itself goes on, see abandon). */
+function withDeadline<T>(work: Promise<T>, deadline: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new DeadlineError('no answer within predictions.store_timeout_ms')),
+      Math.max(0, deadline - Date.now()),
+    );
   });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
 }
 
 async function parseWebhook(deps: PredictionDeps, value: unknown): Promise<WebhookTarget | null> {

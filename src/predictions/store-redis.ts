@@ -19,10 +19,11 @@
  * Predictions, events and deliveries carry no TTL: they are kept until delete() (the retention purge
  * removes files, not records). Only idempotency keys expire, after 24 hours.
  *
- * The `{<id>}` hash tag keeps every key of one prediction in one Redis Cluster slot. One script spans
- * slots: a status change with its webhook deliveries (the outbox) writes the prediction, the delivery
- * hashes and the pending index in one atomic step, which needs a single Redis (Gantry's prediction
- * client is not a Cluster client). The other shared indexes (account, unfinished, purge, pending)
+ * The `{<id>}` hash tag keeps every key of one prediction in one Redis Cluster slot. Two scripts span
+ * slots, which needs a single Redis (Gantry's prediction client is not a Cluster client): a status
+ * change with its webhook deliveries (the outbox) writes the prediction, the delivery hashes and the
+ * pending index in one atomic step, and a create writes the prediction, its idempotency key and the
+ * account's list indexes in one step that an abandon() cannot split. The other shared indexes (unfinished, purge, pending)
  * live in other slots and are therefore written by separate commands, ordered so that a crash between
  * two writes leaves an index entry too many rather than one too few: entries that drive recovery
  * (unfinished, purge, pending) are added before the record changes and removed after, and every reader
@@ -54,15 +55,28 @@ type DeliveryPatch = Partial<Pick<DeliveryRecord, 'state' | 'attempts' | 'nextAt
 const IDEMPOTENCY_FIELD = '_idempotency';
 
 /*
- * KEYS[1] the prediction hash, KEYS[2] its abandoned marker; ARGV its field/value pairs. Refuses to
- * overwrite an existing id (0) and a create its caller abandoned (-1).
+ * The whole create in one atomic step, so an abandon() is either wholly before it (refused, -1) or
+ * wholly after it (and removes all of it). KEYS[1] the prediction hash, KEYS[2] its abandoned marker,
+ * KEYS[3] and KEYS[4] the account's list indexes, KEYS[5] the idempotency key if any. ARGV[1] the id,
+ * ARGV[2] createdAt, ARGV[3] the key's TTL, ARGV[4] the id of a vanished prediction the key may still
+ * name ('' for none), then the hash's field/value pairs. Returns 1 (created), 0 (the id exists), -1
+ * (abandoned), or the id of the live prediction that already holds the key (nothing written).
  */
 const CREATE_SCRIPT = new LuaScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
+if KEYS[5] then
+  local holder = redis.call('GET', KEYS[5])
+  if holder and holder ~= ARGV[4] then return holder end
+  redis.call('SET', KEYS[5], ARGV[1], 'EX', ARGV[3])
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1])
 return 1
 `);
+/** Holders of an idempotency key found gone (crashes between writes) before a create gives up. */
+const MAX_STALE_HOLDERS = 3;
 const ABANDONED_TTL_SECONDS = 60 * 60;
 
 /*
@@ -247,32 +261,35 @@ export class RedisPredictionStore implements PredictionStore {
     await this.addRecoveryEntries(record);
     const fields = encodeFields(record);
     if (idemKey) fields.push(IDEMPOTENCY_FIELD, idemKey);
-    const inserted = Number(
-      await CREATE_SCRIPT.run(this.redis, [this.keys.prediction(id), this.keys.abandoned(id)], fields),
-    );
-    if (inserted === -1) throw new Error(`prediction ${id} was abandoned by its caller`);
-    if (inserted !== 1) throw new Error(`prediction ${id} already exists`);
-
-    if (idemKey) {
-      const claimed = await this.redis.set(idemKey, id, 'EX', IDEMPOTENCY_TTL_SECONDS, 'NX');
-      if (claimed !== 'OK') {
-        const existingId = await this.redis.get(idemKey);
-        const existing = existingId === null ? undefined : await this.get(existingId);
-        if (existing) {
-          // A retried create: ours was never visible (not listed, id not returned), so take it back.
-          await this.redis.del(this.keys.prediction(id));
-          await this.removeRecoveryEntries(id);
-          return { record: existing, created: false };
-        }
-        // The key outlived its prediction (a crash between writes): it is ours now.
-        await this.redis.set(idemKey, id, 'EX', IDEMPOTENCY_TTL_SECONDS);
+    const keys = [
+      this.keys.prediction(id),
+      this.keys.abandoned(id),
+      this.keys.account(record.accountId),
+      this.keys.accountModel(record.accountId, record.model),
+      ...(idemKey ? [idemKey] : []),
+    ];
+    let staleHolder = '';
+    for (let tries = 0; tries <= MAX_STALE_HOLDERS; tries++) {
+      const reply = await CREATE_SCRIPT.run(this.redis, keys, [
+        id,
+        record.createdAt,
+        IDEMPOTENCY_TTL_SECONDS,
+        staleHolder,
+        ...fields,
+      ]);
+      if (reply === 1) return { record, created: true };
+      if (reply === -1) throw new Error(`prediction ${id} was abandoned by its caller`);
+      if (reply === 0) throw new Error(`prediction ${id} already exists`);
+      // A retried create: ours was never written, so only its recovery entries are taken back.
+      const existing = await this.get(String(reply));
+      if (existing) {
+        await this.removeRecoveryEntries(id);
+        return { record: existing, created: false };
       }
+      // The key outlived its prediction (a crash between writes): it is ours, if nobody took it since.
+      staleHolder = String(reply);
     }
-    await Promise.all([
-      this.redis.zadd(this.keys.account(record.accountId), record.createdAt, id),
-      this.redis.zadd(this.keys.accountModel(record.accountId, record.model), record.createdAt, id),
-    ]);
-    return { record, created: true };
+    throw new Error(`idempotency key of prediction ${id} keeps changing hands`);
   }
 
   async findByIdempotencyKey(accountId: string, key: string): Promise<PredictionRecord | undefined> {

@@ -91,6 +91,11 @@ export interface PredictionRecord {
   attempts: number;
   /** The rate limiter's lease holding the model's concurrency slot until the prediction ends. */
   lease: Lease | null;
+  /**
+   * Set with the terminal status by the run (or call) that wrote it: a finish whose answer was lost
+   * recognises its own write on retry and completes what follows it (lifecycle.ts finish).
+   */
+  finishToken?: string | null;
 }
 
 export interface ListQuery {
@@ -122,6 +127,7 @@ export type PredictionPatch = Partial<
     | 'dataRemoved'
     | 'attempts'
     | 'lease'
+    | 'finishToken'
   >
 >;
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
 import { mediaBackendFor } from '../../providers/predictions/index.js';
@@ -63,26 +64,61 @@ export class PredictionWorker {
   }
 
   async run(job: JobInfo): Promise<void> {
-    const { deps } = this;
     // A sweep may queue an id this process is running (a synchronous backend stays `starting`).
     if (this.running.has(job.id)) return;
-    const current = await deps.store.get(job.id);
-    if (!current || isTerminal(current.status)) return;
-    const maxAttempts = deps.config.predictions.maxAttempts;
-    if (current.attempts >= maxAttempts) {
-      await finish(deps, job.id, 'failed', {
-        error: `The prediction's worker stopped ${current.attempts} times before it finished`,
-      });
-      return;
-    }
-    const record = await deps.store.update(job.id, { attempts: current.attempts + 1 });
-    if (!record) return;
-
     const controller = new AbortController();
     let settle: () => void = () => {};
-    this.running.set(record.id, { controller, done: new Promise<void>((resolve) => (settle = resolve)) });
+    this.running.set(job.id, { controller, done: new Promise<void>((resolve) => (settle = resolve)) });
+    try {
+      await this.attempt(job.id, controller);
+    } finally {
+      this.running.delete(job.id);
+      settle();
+    }
+  }
+
+  /**
+   * One run of a prediction. Up to the backend call, a store or bus error throws as it is: the job goes
+   * back to the queue and, unless the attempts write itself was applied with its answer lost, no run is
+   * counted. From the backend call on, an outcome is written through persist().
+   */
+  private async attempt(id: string, controller: AbortController): Promise<void> {
+    const { deps } = this;
+    // The terminal write of this run carries it (lifecycle.ts finish): a retried finish knows its own.
+    const token = randomUUID();
     let canceled = false;
-    let unsubscribe: () => void = () => {};
+    // Subscribed before the read: a cancel that lands after the read still stops the backend.
+    const unsubscribe = await deps.bus.subscribe(id, (message) => {
+      if (message.type === 'cancel') {
+        canceled = true;
+        controller.abort(new Error('canceled'));
+      }
+    });
+    try {
+      const current = await deps.store.get(id);
+      if (!current || isTerminal(current.status)) return;
+      const maxAttempts = deps.config.predictions.maxAttempts;
+      if (current.attempts >= maxAttempts) {
+        const error = `The prediction's worker stopped ${current.attempts} times before it finished`;
+        await this.persist(id, () => finish(deps, id, 'failed', { error }, token));
+        return;
+      }
+      const record = await deps.store.update(id, { attempts: current.attempts + 1 });
+      if (!record) return;
+      await this.runBackend(record, controller, token, () => canceled);
+    } finally {
+      unsubscribe();
+    }
+  }
+
+  private async runBackend(
+    record: PredictionRecord,
+    controller: AbortController,
+    token: string,
+    canceledByCaller: () => boolean,
+  ): Promise<void> {
+    const { deps } = this;
+    const maxAttempts = deps.config.predictions.maxAttempts;
     const logs = new LogBuffer(deps, record);
     const started = performance.now();
     const keepSlot = setInterval(
@@ -91,33 +127,30 @@ export class PredictionWorker {
     );
     keepSlot.unref();
     try {
-      unsubscribe = await deps.bus.subscribe(record.id, (message) => {
-        if (message.type === 'cancel') {
-          canceled = true;
-          controller.abort(new Error('canceled'));
-        }
-      });
-      // A cancel that landed between the read above and the subscription is caught here.
-      const latest = await deps.store.get(record.id);
-      if (!latest || isTerminal(latest.status)) return;
       const result = await this.callBackend(record, controller.signal, logs);
       // The logs also go into the final write below: a flush lost to a store outage costs nothing.
       await logs.flush().catch(() => undefined);
       const predictTime = result.predictTime ?? (performance.now() - started) / 1000;
       const stored = await this.storeOutputs(record, result.outputs);
       const finished = await this.persist(record.id, () =>
-        finish(deps, record.id, 'succeeded', {
-          files: stored.files,
-          outputText: stored.text,
-          predictTime,
-          megapixels: stored.megapixels,
-          progress: record.progress === null ? null : 100,
-          logs: result.logs || logs.text(),
-        }),
+        finish(
+          deps,
+          record.id,
+          'succeeded',
+          {
+            files: stored.files,
+            outputText: stored.text,
+            predictTime,
+            megapixels: stored.megapixels,
+            progress: record.progress === null ? null : 100,
+            logs: result.logs || logs.text(),
+          },
+          token,
+        ),
       );
       if (!finished) {
-        // Canceled or deleted while the outputs were being stored: they belong to nobody. A success is
-        // ours (a write whose answer an outage lost) or another run's, with the same files: kept.
+        // Canceled or deleted while the outputs were being stored: they belong to nobody. A success
+        // is another run's, with the same files: kept.
         const latest = await this.persist(record.id, () => deps.store.get(record.id));
         if (latest?.status !== 'succeeded') await deps.blobs.deletePrefix(record.id);
         return;
@@ -127,7 +160,7 @@ export class PredictionWorker {
       // The store stayed away past the retry cap: the job goes back to the queue, the prediction stays
       // as the store has it (a store error is never the backend's failure).
       if (error instanceof StoreUnavailableError) throw error;
-      if (canceled) {
+      if (canceledByCaller()) {
         // Outputs stored before the cancel landed belong to nobody.
         await deps.blobs.deletePrefix(record.id).catch(() => undefined);
         return;
@@ -147,13 +180,10 @@ export class PredictionWorker {
         deps.log.error({ err: error, prediction: record.id }, 'prediction failed unexpectedly');
       }
       await this.persist(record.id, () =>
-        finish(deps, record.id, 'failed', { error: failureMessage(error) }),
+        finish(deps, record.id, 'failed', { error: failureMessage(error) }, token),
       );
     } finally {
       clearInterval(keepSlot);
-      unsubscribe();
-      this.running.delete(record.id);
-      settle();
     }
   }
 

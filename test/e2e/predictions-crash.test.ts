@@ -6,6 +6,10 @@
  *   (the outbox's crash window) is delivered by the next worker at its start, not at the first sweep.
  * - Redis stopped while a prediction runs and started again a few seconds later on the same data: the
  *   prediction ends succeeded with its outputs, run once.
+ * - A bus error before the backend call (Redis refuses SUBSCRIBE): the job goes back to the queue, the
+ *   prediction stays starting with no run counted, and runs once when the bus is back.
+ * - A final write applied whose answer was lost (Redis drops the client over its output buffer limit):
+ *   the worker recognises its own write and records the end once (metrics, usage, notifications).
  * - A create while Redis is down answers 503 PREDICTION_ERROR with Retry-After within its deadline
  *   (predictions.store_timeout_ms); once Redis is back nothing of it runs, and the same Idempotency-Key
  *   creates the prediction.
@@ -238,6 +242,68 @@ describeRedis('predictions: crashes lose nothing (distributed)', () => {
     expect(file.status).toBe(200);
     expect(runs()).toBe(1);
   }, 120_000);
+
+  it('a bus error before the backend call sends the job back to the queue: no failure, no run counted', async () => {
+    const g = await gantry('bus-refused', 'all');
+    const admin = new Redis(redis.url);
+    await admin.call('ACL', 'LOG', 'RESET');
+    // Redis refuses SUBSCRIBE from now on: the worker's subscription to the prediction's cancel channel
+    // fails for real, after the job was taken and before the backend is called.
+    await admin.call('ACL', 'SETUSER', 'default', '-subscribe');
+    try {
+      const created = await create(g, { model: 'acme/flux', input: { prompt: 'a fox' } });
+      await until(
+        'the worker to be refused its subscription',
+        async () => JSON.stringify(await admin.call('ACL', 'LOG')).includes('subscribe'),
+        15_000,
+        100,
+      );
+      const key = `gantry:pred:{${created.id}}`;
+      expect(await admin.hmget(key, 'status', 'attempts', 'error')).toEqual(['"starting"', '0', 'null']);
+      expect(runs()).toBe(0);
+      await admin.call('ACL', 'SETUSER', 'default', '+subscribe');
+      // The queue's retry (backoff) runs it once the bus is back.
+      const done = await terminal(g, created.id, 30_000);
+      expect(done.error).toBeNull();
+      expect(done.status).toBe('succeeded');
+      expect(await admin.hget(key, 'attempts')).toBe('1');
+      expect(runs()).toBe(1);
+    } finally {
+      await admin.call('ACL', 'SETUSER', 'default', '+subscribe');
+      await admin.quit();
+    }
+  }, 90_000);
+
+  it('a final write applied whose answer was lost: the worker still records the end once', async () => {
+    const g = await gantry('reply-lost', 'all');
+    const admin = new Redis(redis.url);
+    // The text output makes the final write's answer (the whole prediction) large; Redis drops a
+    // client whose answer outgrows this limit, after the write is applied.
+    cog.setBehavior({ logs: ['one line'], output: 'x'.repeat(256 * 1024) });
+    await admin.config('SET', 'client-output-buffer-limit', 'normal 64kb 0 0');
+    try {
+      const created = await create(g, { model: 'acme/flux', input: { prompt: 'a long text' } });
+      const key = `gantry:pred:{${created.id}}`;
+      await until(
+        'the final write to be applied',
+        async () => (await admin.hget(key, 'status')) === '"succeeded"',
+        30_000,
+        100,
+      );
+      await admin.config('SET', 'client-output-buffer-limit', 'normal 0 0 0');
+      const done = /gantry_predictions_total\{model="acme\/flux",status="succeeded"\} 1\b/;
+      await until(
+        'the end to be recorded (usage, metrics, notifications)',
+        async () => done.test(await (await fetch(`${g.origin}/metrics`)).text()),
+        20_000,
+        200,
+      );
+      expect(runs()).toBe(1);
+    } finally {
+      await admin.config('SET', 'client-output-buffer-limit', 'normal 0 0 0');
+      await admin.quit();
+    }
+  }, 90_000);
 
   it('a create while Redis is down answers 503 with Retry-After in time; nothing of it runs later', async () => {
     const g = await gantry('all', 'all');

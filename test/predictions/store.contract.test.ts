@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
+import { type Command, Redis } from 'ioredis';
 import Database from 'libsql';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { RedisPredictionStore } from '../../src/predictions/store-redis.js';
@@ -739,6 +739,50 @@ describeRedis('RedisPredictionStore: keys and crash tolerance', () => {
     const record = prediction();
     expect(await store.create(record, 'key-stale')).toEqual({ record, created: true });
     expect((await store.create(prediction(), 'key-stale')).record).toEqual(record);
+  });
+
+  it('an abandon that lands right after the create script leaves nothing of the create behind', async () => {
+    const { prefix, client } = setup();
+    // The create's connection; the abandon comes on another, as from a caller that gave up.
+    const creating = client.duplicate();
+    const store = new RedisPredictionStore(creating, { prefix });
+    const abandoning = new RedisPredictionStore(client, { prefix });
+    await store.create(prediction()); // loads the scripts: no NOSCRIPT round trip below
+    const record = prediction({ accountId: 'acct-abandoned' });
+    const marker = `${prefix}{${record.id}}:abandoned`;
+    // Once the create script for `record` is sent, the abandon runs whole right after the script, and
+    // whatever the create sends next waits for it: the worst order the two can take.
+    let gate: Promise<void> | undefined;
+    const send = creating.sendCommand.bind(creating);
+    creating.sendCommand = ((command: Command, ...rest: []) => {
+      if (gate) {
+        void gate.then(() => send(command, ...rest));
+        return command.promise;
+      }
+      const sent = send(command, ...rest);
+      if (command.name.startsWith('eval') && command.args.map(String).includes(marker)) {
+        gate = command.promise.then(
+          () => abandoning.abandon(record.id, { accountId: record.accountId, key: 'key-abandon' }),
+          () => undefined,
+        );
+      }
+      return sent;
+    }) as typeof creating.sendCommand;
+    await store.create(record, 'key-abandon').catch(() => undefined);
+    await gate;
+    expect(gate).toBeDefined();
+    expect(await abandoning.get(record.id)).toBeUndefined();
+    expect(await abandoning.findByIdempotencyKey(record.accountId, 'key-abandon')).toBeUndefined();
+    expect(await abandoning.list({ accountId: record.accountId, offset: 0, limit: 10 })).toEqual({
+      records: [],
+      total: 0,
+    });
+    const left = (await client.keys(`${prefix}*`)).filter(
+      (k) => k.includes(record.id) || k.includes('acct-abandoned') || k.includes('key-abandon'),
+    );
+    expect(left).toEqual([marker]);
+    expect(await abandoning.unfinished(10)).not.toContain(record.id);
+    creating.disconnect();
   });
 
   it('a create that reaches Redis after its abandon (queued behind an outage) is refused', async () => {
