@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import Database from 'libsql';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
@@ -178,6 +179,76 @@ describe('SIGTERM in embedded mode', () => {
     copyFileSync(join(dataDir, 'ledger.db'), join(copies, 'ledger.db'));
     expect(countRows(join(copies, 'ledger.db'), 'usage_records')).toBe(STREAMS);
     expect(countRows(join(copies, 'gantry.db'), 'api_keys')).toBe(1);
+  }, 60_000);
+});
+
+/** A config whose only model streams from `upstream`, with no timer of Gantry's that could end a stall first. */
+function stallingConfig(upstream: FakeOpenAI): string {
+  const path = join(tempDir('gantry-shutdown-config-'), 'gantry.yaml');
+  writeFileSync(
+    path,
+    `
+server:
+  log_level: warn
+  shutdown_timeout_seconds: ${DEADLINE_S}
+providers:
+  stalling:
+    kind: openai
+    base_url: ${upstream.url}
+    timeouts: { connect_ms: 1000, first_byte_ms: 60000, idle_ms: 60000, total_ms: 60000 }
+tiers:
+  default: {}
+models:
+  - namespace: gantry/stalling-chat
+    name: Stalling chat
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    serves: [inference]
+    apis: [chat]
+    routes: [{ provider: stalling, model: stalling-chat }]
+`,
+  );
+  return path;
+}
+
+describe('SIGTERM with an upstream gone silent', () => {
+  let upstream: FakeOpenAI | undefined;
+  afterAll(async () => {
+    await upstream?.close();
+  });
+
+  it('ends the stream at the deadline, aborts the upstream call at once and exits soon after', async () => {
+    // The role chunk and one content chunk, then silence: only the deadline can end these streams.
+    upstream = await startFakeOpenAI({ behavior: { stallAfterChunks: 2 } });
+    const dataDir = tempDir('gantry-shutdown-data-');
+    const g = await spawnGantry({
+      config: stallingConfig(upstream),
+      dataDir,
+      env: { GANTRY_BOOTSTRAP_KEY: KEY },
+    });
+    const body = { model: 'gantry/stalling-chat', stream: true, messages: [{ role: 'user', content: 'hi' }] };
+    const calls = [
+      stream(g, '/v1/chat/completions', body),
+      stream(g, '/v1/chat/completions?via=fastify', body),
+    ];
+    await Promise.all(calls.map((c) => c.started));
+    const signalledAt = Date.now();
+    g.kill('SIGTERM');
+    const exchanges = await upstream.waitForRequests(2);
+    const outcomes = await Promise.all(exchanges.map((e) => e.settled));
+    // The upstream calls end at the deadline, not when the process does.
+    const upstreamEndedAfter = Date.now() - signalledAt;
+    expect(outcomes).toEqual(['aborted', 'aborted']);
+    const results = await Promise.all(calls.map((c) => c.done));
+    const exit = await g.exited;
+    const exitedAfter = Date.now() - signalledAt;
+    expect(exit.code).toBe(0);
+    expect(upstreamEndedAfter).toBeGreaterThanOrEqual(DEADLINE_S * 1000 - 100);
+    expect(upstreamEndedAfter).toBeLessThan(DEADLINE_S * 1000 + 1_000);
+    expect(exitedAfter).toBeLessThan(DEADLINE_S * 1000 + 2_500);
+    expectCutCleanly(results);
+    expect(g.output()).not.toContain('usage records dropped');
+    expect(countRows(join(dataDir, 'ledger.db'), 'usage_records')).toBe(2);
   }, 60_000);
 });
 
