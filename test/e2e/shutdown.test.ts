@@ -12,6 +12,7 @@ import { Redis } from 'ioredis';
 import Database from 'libsql';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
+import { type RecordingServer, startRecordingServer, writePaced } from '../helpers/fake-server.js';
 import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
@@ -183,7 +184,7 @@ describe('SIGTERM in embedded mode', () => {
 });
 
 /** A config whose only model streams from `upstream`, with no timer of Gantry's that could end a stall first. */
-function stallingConfig(upstream: FakeOpenAI): string {
+function stallingConfig(upstream: FakeOpenAI, forwardUpstream: RecordingServer<object>): string {
   const path = join(tempDir('gantry-shutdown-config-'), 'gantry.yaml');
   writeFileSync(
     path,
@@ -196,6 +197,10 @@ providers:
     kind: openai
     base_url: ${upstream.url}
     timeouts: { connect_ms: 1000, first_byte_ms: 60000, idle_ms: 60000, total_ms: 60000 }
+  forwarding:
+    kind: openai
+    base_url: ${forwardUpstream.origin}/v1
+    timeouts: { connect_ms: 1000, first_byte_ms: 60000, idle_ms: 60000, total_ms: 60000 }
 tiers:
   default: {}
 models:
@@ -206,6 +211,11 @@ models:
     serves: [inference]
     apis: [chat]
     routes: [{ provider: stalling, model: stalling-chat }]
+  - namespace: acme/speech
+    name: Speech
+    type: audio
+    apis: [other]
+    routes: [{ provider: forwarding, model: tts-1 }]
 `,
   );
   return path;
@@ -213,16 +223,26 @@ models:
 
 describe('SIGTERM with an upstream gone silent', () => {
   let upstream: FakeOpenAI | undefined;
+  let forwardUpstream: RecordingServer<object> | undefined;
   afterAll(async () => {
     await upstream?.close();
+    await forwardUpstream?.close();
   });
 
   it('ends the stream at the deadline, aborts the upstream call at once and exits soon after', async () => {
     // The role chunk and one content chunk, then silence: only the deadline can end these streams.
     upstream = await startFakeOpenAI({ behavior: { stallAfterChunks: 2 } });
+    // A forwarded answer (relayed byte for byte): its first bytes, then silence.
+    forwardUpstream = await startRecordingServer<object>(
+      (ex) => {
+        ex.res.writeHead(200, { 'content-type': 'audio/mpeg' });
+        return writePaced(ex, ['first bytes', 'never sent'], { stallAfter: 1 });
+      },
+      { name: 'forward upstream', behavior: {}, errorBody: (message) => ({ error: { message } }) },
+    );
     const dataDir = tempDir('gantry-shutdown-data-');
     const g = await spawnGantry({
-      config: stallingConfig(upstream),
+      config: stallingConfig(upstream, forwardUpstream),
       dataDir,
       env: { GANTRY_BOOTSTRAP_KEY: KEY },
     });
@@ -231,15 +251,20 @@ describe('SIGTERM with an upstream gone silent', () => {
       stream(g, '/v1/chat/completions', body),
       stream(g, '/v1/chat/completions?via=fastify', body),
     ];
-    await Promise.all(calls.map((c) => c.started));
+    const forwarded = stream(g, '/v1/audio/speech', { model: 'acme/speech', input: 'hi', voice: 'alloy' });
+    await Promise.all([...calls, forwarded].map((c) => c.started));
     const signalledAt = Date.now();
     g.kill('SIGTERM');
-    const exchanges = await upstream.waitForRequests(2);
+    const exchanges = [...(await upstream.waitForRequests(2)), ...(await forwardUpstream.waitForRequests(1))];
     const outcomes = await Promise.all(exchanges.map((e) => e.settled));
     // The upstream calls end at the deadline, not when the process does.
     const upstreamEndedAfter = Date.now() - signalledAt;
-    expect(outcomes).toEqual(['aborted', 'aborted']);
+    expect(outcomes).toEqual(['aborted', 'aborted', 'aborted']);
     const results = await Promise.all(calls.map((c) => c.done));
+    // The forwarded answer is cut short, with a clean end and nothing added.
+    const relayed = await forwarded.done;
+    expect(relayed.ending).toBe('end');
+    expect(relayed.body).toBe('first bytes');
     const exit = await g.exited;
     const exitedAfter = Date.now() - signalledAt;
     expect(exit.code).toBe(0);
@@ -248,7 +273,7 @@ describe('SIGTERM with an upstream gone silent', () => {
     expect(exitedAfter).toBeLessThan(DEADLINE_S * 1000 + 2_500);
     expectCutCleanly(results);
     expect(g.output()).not.toContain('usage records dropped');
-    expect(countRows(join(dataDir, 'ledger.db'), 'usage_records')).toBe(2);
+    expect(countRows(join(dataDir, 'ledger.db'), 'usage_records')).toBe(3);
   }, 60_000);
 });
 
