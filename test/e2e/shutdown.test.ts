@@ -3,7 +3,9 @@
  * and on a real Redis: streams still running at the drain deadline (server.shutdown_timeout_seconds) end
  * with the mid-stream error event and a clean end of the response, every usage record reaches its sink
  * (data/ledger.db, the Redis Stream) before the process exits, and the SQLite files are checkpointed, so
- * gantry.db and ledger.db hold their data without their -wal files.
+ * gantry.db and ledger.db hold their data without their -wal files. With upstreams gone silent (an
+ * inference stream, a forwarded answer, a prediction watched on its stream), the deadline still ends every
+ * stream, aborts every upstream call at once and the process exits about two seconds later.
  */
 import { copyFileSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -60,7 +62,10 @@ interface StreamResult {
   headers: Record<string, string | string[] | undefined>;
 }
 
-/** A streamed chat call; resolves `started` at the first body bytes and `done` once the response is over. */
+/**
+ * A streamed call (a POST of `body`, or a GET when it is null); resolves `started` at the first body bytes
+ * and `done` once the response is over.
+ */
 function stream(
   g: GantryProcess,
   path = '/v1/chat/completions',
@@ -76,13 +81,14 @@ function stream(
     onStart = resolve;
   });
   const done = new Promise<StreamResult>((resolve) => {
-    const text = JSON.stringify(body);
+    const text = body === null ? '' : JSON.stringify(body);
     const req = httpRequest(`${g.origin}${path}`, {
-      method: 'POST',
+      method: body === null ? 'GET' : 'POST',
       headers: {
         'x-api-key': KEY,
-        'content-type': 'application/json',
-        'content-length': String(Buffer.byteLength(text)),
+        ...(body === null
+          ? {}
+          : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }),
         ...headers,
       },
     });
@@ -211,6 +217,12 @@ models:
     serves: [inference]
     apis: [chat]
     routes: [{ provider: stalling, model: stalling-chat }]
+  - namespace: gantry/stalling-prediction
+    name: Stalling prediction
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    serves: [predictions]
+    routes: [{ provider: stalling, model: stalling-chat }]
   - namespace: acme/speech
     name: Speech
     type: audio
@@ -252,19 +264,32 @@ describe('SIGTERM with an upstream gone silent', () => {
       stream(g, '/v1/chat/completions?via=fastify', body),
     ];
     const forwarded = stream(g, '/v1/audio/speech', { model: 'acme/speech', input: 'hi', voice: 'alloy' });
-    await Promise.all([...calls, forwarded].map((c) => c.started));
+    // A prediction whose upstream goes silent, watched on its stream.
+    const created = await fetch(`${g.origin}/v1/predictions`, {
+      method: 'POST',
+      headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gantry/stalling-prediction', input: { prompt: 'hi' }, stream: true }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    const watched = stream(g, `/v1/predictions/${id}/stream`, null);
+    await Promise.all([...calls, forwarded, watched].map((c) => c.started));
     const signalledAt = Date.now();
     g.kill('SIGTERM');
-    const exchanges = [...(await upstream.waitForRequests(2)), ...(await forwardUpstream.waitForRequests(1))];
+    const exchanges = [...(await upstream.waitForRequests(3)), ...(await forwardUpstream.waitForRequests(1))];
     const outcomes = await Promise.all(exchanges.map((e) => e.settled));
     // The upstream calls end at the deadline, not when the process does.
     const upstreamEndedAfter = Date.now() - signalledAt;
-    expect(outcomes).toEqual(['aborted', 'aborted', 'aborted']);
+    expect(outcomes).toEqual(['aborted', 'aborted', 'aborted', 'aborted']);
     const results = await Promise.all(calls.map((c) => c.done));
     // The forwarded answer is cut short, with a clean end and nothing added.
     const relayed = await forwarded.done;
     expect(relayed.ending).toBe('end');
     expect(relayed.body).toBe('first bytes');
+    // The prediction stream ends cleanly without `done` (the prediction is not over: the client resumes).
+    const predictionStream = await watched.done;
+    expect(predictionStream.ending).toBe('end');
+    expect(predictionStream.body).toContain('event: output');
+    expect(predictionStream.body).not.toContain('event: done');
     const exit = await g.exited;
     const exitedAfter = Date.now() - signalledAt;
     expect(exit.code).toBe(0);
