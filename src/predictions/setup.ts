@@ -190,7 +190,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     draining ??= (async () => {
       clearInterval(purgeTimer);
       clearInterval(sweepTimer);
-      await queue.close(config.server.shutdownTimeoutMs);
+      await queue.stopWorkers(config.server.shutdownTimeoutMs);
       if (workersStarted) await worker.abortAll(ABORT_SETTLE_MS);
     })();
     return draining;
@@ -231,6 +231,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     drain,
     async close() {
       await drain();
+      await queue.close();
       await deliverer.close();
       await deps.bus.close();
       await Promise.all([...options.backends.values()].map((b) => b.close()));
