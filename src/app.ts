@@ -148,6 +148,8 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   let closing = false;
   app.addHook('preClose', (done) => {
     closing = true;
+    // The predictions' grace runs alongside the HTTP drain, bounded by the same deadline (README, "Shutdown").
+    predictions.drain().catch((err: Error) => app.log.error({ err: err.message }, 'prediction drain failed'));
     done();
   });
   // Every /v1 route needs a key; the 404 handler runs after this hook too, so unknown routes stay private.
@@ -200,6 +202,8 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
 
   app.addHook('onClose', async () => {
     gantry.auth.close();
+    // The drained requests' usage is written before waiting on anything slow (the predictions' end).
+    await gantry.services.usage.flush();
     await predictions.close();
     await gantry.services.close();
     await Promise.all([...providers.values()].map((p) => p.close()));

@@ -239,7 +239,8 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): 
   }
   const store = openStore(config);
   syncAccounts(store, config);
-  const generated = bootstrapAccount(store, config, env);
+  // A worker serves no API: the first key is made by the API instances (README, "The `gantry` command").
+  const generated = role === 'worker' ? undefined : bootstrapAccount(store, config, env);
   const { app } = await buildApp(config, store, { role });
   const address = await listen(app, config.server.host, config.server.port);
   if (generated) {
@@ -256,9 +257,10 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): 
     app.log.info({ signal }, 'shutting down');
     // Connections kept alive by clients would hold the shutdown open: close each as soon as it is idle.
     const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
-    // At the deadline, streams still running end as an upstream failure would (error event, clean end),
-    // and their tickets record their usage; then whatever is still open is cut. Usage is flushed after
-    // (the app's onClose), so every record is written before a supervisor's SIGKILL.
+    // At the deadline, streams still running end (inference streams as an upstream failure would: error
+    // event, clean end), their upstream calls are aborted and their tickets record their usage; then
+    // whatever is still open is cut. Running predictions get the same deadline (the app's preClose).
+    // Usage is flushed after (the app's onClose), so every record is written before a supervisor's SIGKILL.
     let cut: NodeJS.Timeout | undefined;
     const deadline = setTimeout(() => {
       const ended = endStreams(

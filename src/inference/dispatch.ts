@@ -24,6 +24,8 @@ export interface Dispatched {
   result: ProviderResult;
   provider: InferenceProvider;
   upstreamModel: string;
+  /** The call's cancellation (the client went away); a stream writer aborts it to stop the upstream. */
+  cancel: Cancellation;
 }
 
 export interface DispatchOptions {
@@ -70,7 +72,7 @@ export async function dispatch(
       }
       // The upstream has the request: its text is not needed again (see InferenceRequest.bodyText).
       if (request.bodyText !== undefined) request.bodyText = undefined;
-      return { result, provider, upstreamModel: route.model };
+      return { result, provider, upstreamModel: route.model, cancel };
     } catch (err) {
       if (!(err instanceof UpstreamError)) throw err;
       if (err.failure === 'aborted' || cancel.aborted) throw fromUpstream(err);

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Cancellation } from '../../providers/abort.js';
 import { formatSse } from '../../providers/sse.js';
 import type { SseEvent } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
@@ -9,6 +10,8 @@ import { fromUpstream } from './upstream-errors.js';
 import type { StreamMeter } from './usage-capture.js';
 
 export interface StreamOptions {
+  /** The upstream call's cancellation: aborted when the stream is ended from outside (endStreams). */
+  cancel: Cancellation;
   /** Chat streams end with `data: [DONE]`; Responses streams end at their terminal event. */
   writeDone: boolean;
   /** Watches each event first (usage, time to first token) and may drop it (a usage chunk not asked for). */
@@ -23,8 +26,21 @@ export interface StreamOptions {
 
 const DONE = 'data: [DONE]\n\n';
 
-/** Streams being written, so a shutdown can end each one properly (endStreams). */
+/**
+ * Streams being written (inference streams here, prediction and forwarded streams through trackStream),
+ * so a shutdown can end each one properly (endStreams).
+ */
 const running = new Set<(err: GantryError) => void>();
+
+/**
+ * Registers a stream written elsewhere: `end` is called with the error if the stream is still running
+ * when endStreams runs; it must end the response at once and stop the stream's upstream work. Returns
+ * what removes it (call it when the stream is over).
+ */
+export function trackStream(end: (err: GantryError) => void): () => void {
+  running.add(end);
+  return () => running.delete(end);
+}
 
 /**
  * The Connection header of a stream answer: keep-alive, unless the client asked to close (then Node
@@ -75,7 +91,8 @@ export async function sendStream(
       ? options.errorEvent(gantryError, written)
       : { data: JSON.stringify(envelope(envelopeFor(request.url), gantryError)) };
   // Ended from outside (endStreams): the event and the end are written at once, whatever the upstream is
-  // doing; the loop stops at its next event, or when the closed connection aborts the upstream call.
+  // doing, and the upstream call is aborted, so the read loop stops now rather than at its next event
+  // (an upstream gone silent would otherwise hold its connection, and the shutdown, open).
   let endedBy: GantryError | undefined;
   const end = (gantryError: GantryError): void => {
     if (endedBy !== undefined || res.destroyed || res.writableEnded) return;
@@ -84,6 +101,7 @@ export async function sendStream(
     options.onFailure?.();
     out.write(formatSse(errorEvent(gantryError)));
     out.end();
+    options.cancel.abort();
   };
   running.add(end);
   try {

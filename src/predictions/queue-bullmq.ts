@@ -86,6 +86,7 @@ export class BullJobQueue implements JobQueue {
   private readonly prefix: string;
   private readonly onError: (error: Error) => void;
   private closed = false;
+  private stopping: Promise<void> | undefined;
   private queuesClosed = false;
 
   constructor(private readonly options: BullJobQueueOptions) {
@@ -94,8 +95,9 @@ export class BullJobQueue implements JobQueue {
   }
 
   async add(kind: JobKind, id: string, options: { delayMs?: number } = {}): Promise<void> {
-    // Jobs are still taken while close() drains (a prediction finishing then schedules its webhook);
-    // once the connections are closed nothing is (the store's sweeps find that work again).
+    // Jobs are still taken while the workers stop (a prediction finishing then schedules its webhook, an
+    // API instance's requests in flight queue theirs); once close() has closed the connections nothing
+    // is (the store's sweeps find that work again).
     if (this.queuesClosed) return;
     const attempts = this.options.attempts ?? 5;
     await this.queue(kind).add(
@@ -130,11 +132,22 @@ export class BullJobQueue implements JobQueue {
 
   /**
    * Stops taking jobs, waits up to `graceMs` for the running ones, then hands those still running back
-   * to the queue at once (another worker may take them) and closes the connections. A handler still
-   * running is not stopped (nothing can stop a promise), but its outcome is no longer reported.
+   * to the queue at once (another worker may take them) and closes the workers' connections. A handler
+   * still running is not stopped (nothing can stop a promise), but its outcome is no longer reported.
    */
+  stopWorkers(graceMs = 10_000): Promise<void> {
+    this.stopping ??= this.stopRunning(graceMs);
+    return this.stopping;
+  }
+
   async close(graceMs = 10_000): Promise<void> {
-    if (this.closed) return;
+    await this.stopWorkers(graceMs);
+    if (this.queuesClosed) return;
+    this.queuesClosed = true;
+    await Promise.all([...this.queues.values()].map((q) => q.close().catch(this.onError)));
+  }
+
+  private async stopRunning(graceMs: number): Promise<void> {
     this.closed = true;
     // pause(true) stops fetching without waiting; the wait is ours, bounded by graceMs. A job a worker
     // was already fetching may still start: close() then waits for it, or the lock expires after a crash.
@@ -148,8 +161,6 @@ export class BullJobQueue implements JobQueue {
       );
     }
     await Promise.all(this.workers.map((w) => w.close(!finished).catch(this.onError)));
-    this.queuesClosed = true;
-    await Promise.all([...this.queues.values()].map((q) => q.close().catch(this.onError)));
   }
 
   private queue(kind: JobKind): Queue<JobData> {

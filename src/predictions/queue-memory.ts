@@ -28,6 +28,7 @@ interface Lane {
 export class MemoryJobQueue implements JobQueue {
   private readonly lanes = new Map<JobKind, Lane>();
   private closed = false;
+  private stopping: Promise<void> | undefined;
 
   async add(kind: JobKind, id: string, options: { delayMs?: number } = {}) {
     if (this.closed) return;
@@ -43,7 +44,17 @@ export class MemoryJobQueue implements JobQueue {
     this.pump(lane);
   }
 
-  async close(graceMs = 10_000) {
+  /** In process, nothing is left to run once the workers stop: later adds are dropped (found again at start). */
+  close(graceMs = 10_000): Promise<void> {
+    return this.stopWorkers(graceMs);
+  }
+
+  stopWorkers(graceMs = 10_000): Promise<void> {
+    this.stopping ??= this.stopRunning(graceMs);
+    return this.stopping;
+  }
+
+  private async stopRunning(graceMs: number): Promise<void> {
     this.closed = true;
     const running: Promise<void>[] = [];
     for (const lane of this.lanes.values()) {

@@ -30,8 +30,8 @@ const SWEEP_EVERY_MS = 30_000;
 /** Older than this, a starting prediction or a due delivery has surely been dropped by its queue. */
 const SWEEP_AGE_MS = 30_000;
 const STALE_PROCESSING_MS = 10 * 60_000;
-/** Docker's default stop timeout is 10 s: finish within it, abort settling included. */
-const SHUTDOWN_GRACE_MS = 6_000;
+/** How long predictions still running at the shutdown deadline get to record their end once aborted. */
+const ABORT_SETTLE_MS = 1_000;
 
 /** What a text model served as a prediction takes and gives when the catalog says nothing. */
 const TEXT_INPUT_SCHEMA = {
@@ -116,6 +116,12 @@ export interface Predictions {
   blobSecret: Buffer;
   /** Starts the workers, deliveries, recovery and the retention purge (worker and all roles). */
   startWorkers(): Promise<void>;
+  /**
+   * Stops taking jobs at once and gives the running ones until the shutdown deadline
+   * (server.shutdown_timeout_seconds from now) to finish; those still running then are handed back to
+   * the queue and aborted. Runs alongside the HTTP drain; close() waits for it (and starts it if needed).
+   */
+  drain(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -179,6 +185,16 @@ export function createPredictions(options: PredictionsOptions): Predictions {
   let purgeTimer: NodeJS.Timeout | undefined;
   let sweepTimer: NodeJS.Timeout | undefined;
   let workersStarted = false;
+  let draining: Promise<void> | undefined;
+  const drain = (): Promise<void> => {
+    draining ??= (async () => {
+      clearInterval(purgeTimer);
+      clearInterval(sweepTimer);
+      await queue.stopWorkers(config.server.shutdownTimeoutMs);
+      if (workersStarted) await worker.abortAll(ABORT_SETTLE_MS);
+    })();
+    return draining;
+  };
 
   return {
     deps,
@@ -212,12 +228,10 @@ export function createPredictions(options: PredictionsOptions): Predictions {
       );
       purgeTimer.unref();
     },
+    drain,
     async close() {
-      clearInterval(purgeTimer);
-      clearInterval(sweepTimer);
-      // Running predictions get the grace period to finish; then they are stopped and handed back.
-      await queue.close(SHUTDOWN_GRACE_MS);
-      if (workersStarted) await worker.abortAll();
+      await drain();
+      await queue.close();
       await deliverer.close();
       await deps.bus.close();
       await Promise.all([...options.backends.values()].map((b) => b.close()));

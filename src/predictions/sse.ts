@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { connectionFor } from '../inference/stream-reply.js';
+import { connectionFor, trackStream } from '../inference/stream-reply.js';
 import type { PredictionDeps } from './context.js';
 import { isTerminal, type PredictionRecord, type PredictionStatus, type StreamEvent } from './types.js';
 
@@ -76,6 +76,9 @@ export async function streamPrediction(
   };
 
   res.once('close', end);
+  // At the shutdown deadline the stream ends cleanly without a `done` (the prediction is not over): the
+  // client reconnects with Last-Event-ID and resumes where it was, on an instance still running.
+  const untrack = trackStream(end);
   let unsubscribe: () => void = () => {};
   const keepalive = setInterval(() => res.write(': keep-alive\n\n'), KEEPALIVE_MS);
   keepalive.unref();
@@ -119,6 +122,7 @@ export async function streamPrediction(
     request.log.warn({ err: (error as Error).message }, 'prediction stream failed');
     end();
   } finally {
+    untrack();
     clearInterval(keepalive);
     clearTimeout(graceTimer);
     unsubscribe();

@@ -245,7 +245,12 @@ export interface JobQueue {
   add(kind: JobKind, id: string, options?: { delayMs?: number }): Promise<void>;
   /** Starts consuming (worker role). The handler's rejection makes the queue retry the job later. */
   process(kind: JobKind, handler: (job: JobInfo) => Promise<void>, options: { concurrency: number }): void;
-  /** Stops taking jobs and waits for running ones up to `graceMs`; unfinished ones go back to the queue. */
+  /**
+   * Stops taking jobs and waits for running ones up to `graceMs`; unfinished ones go back to the queue.
+   * Jobs may still be added (an API instance's requests in flight queue theirs) until close().
+   */
+  stopWorkers(graceMs?: number): Promise<void>;
+  /** stopWorkers(graceMs) if not done yet, then closes the queue: later adds are dropped. */
   close(graceMs?: number): Promise<void>;
 }
 

@@ -51,7 +51,7 @@ export async function chatCompletions(
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
     stream,
   });
-  const { result, upstreamModel, provider } = await dispatch(
+  const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
     request,
     reply,
@@ -66,6 +66,7 @@ export async function chatCompletions(
     return jsonAnswer(result, requested);
   }
   await sendStream(request, reply, result.events, {
+    cancel,
     writeDone: true,
     meter: ticket.streamMeter(clientWantsUsage),
     onFailure: ticket.markStreamFailed,

@@ -5,6 +5,7 @@ import type { Gantry } from '../context.js';
 import { GantryError, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { principalOf } from '../inference/resolve.js';
+import { trackStream } from '../inference/stream-reply.js';
 import { openTicket } from '../inference/ticket.js';
 import { checkJsonDepth } from '../json-depth.js';
 
@@ -82,7 +83,16 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
       for (const [key, value] of Object.entries(upstream.headers)) {
         if (value !== undefined && !HOP_BY_HOP.has(key)) reply.header(key, value);
       }
-      return reply.send(upstream.body);
+      // Relayed byte for byte, so at the shutdown deadline nothing can be added to it: the relay stops,
+      // the response ends cleanly (cut short) and the upstream call is aborted.
+      const res = reply.raw;
+      const relayed = upstream.body;
+      const untrack = trackStream(() => {
+        relayed.unpipe(res);
+        res.end(() => relayed.destroy());
+      });
+      res.once('close', untrack);
+      return reply.send(relayed);
     });
   });
 }

@@ -79,7 +79,7 @@ async function passThrough(
     outputTokens: maxOutputTokens(body, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
-  const { result, upstreamModel, provider } = await dispatch(
+  const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
     request,
     reply,
@@ -94,6 +94,7 @@ async function passThrough(
     return jsonAnswer(result, requested);
   }
   await sendStream(request, reply, result.events, {
+    cancel,
     writeDone: false,
     meter: ticket.streamMeter(true),
     errorEvent: responsesErrorEvent,
@@ -147,7 +148,7 @@ async function bridge(
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
-  const { result, provider } = await dispatch(
+  const { result, provider, cancel } = await dispatch(
     gantry,
     request,
     reply,
@@ -166,6 +167,7 @@ async function bridge(
   // The bridge needs the chat usage chunk to build the final Response, so the meter keeps it.
   const events = chatStreamToResponseEvents(ticket.meterStream(result.events, true), meta, remember);
   await sendStream(request, reply, events, {
+    cancel,
     writeDone: false,
     errorEvent: responsesErrorEvent,
     onFailure: ticket.markStreamFailed,

@@ -36,7 +36,7 @@ type Json = Record<string, unknown>;
 
 const KEY = 'gty_e2e-durability-bootstrap-0123456789abcdefghij';
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled']);
-/** cli.ts SHUTDOWN_GRACE_MS and the prediction queue's drain grace (setup.ts): both 10 s. */
+/** server.shutdown_timeout_seconds (default 10 s): it bounds both the HTTP drain and the prediction queue's grace. */
 const SHUTDOWN_GRACE_MS = 10_000;
 /** What a process may take past its grace to abort its jobs, flush and exit (on a busy test machine). */
 const EXIT_SLACK_MS = 3_000;

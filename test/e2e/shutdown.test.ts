@@ -3,7 +3,9 @@
  * and on a real Redis: streams still running at the drain deadline (server.shutdown_timeout_seconds) end
  * with the mid-stream error event and a clean end of the response, every usage record reaches its sink
  * (data/ledger.db, the Redis Stream) before the process exits, and the SQLite files are checkpointed, so
- * gantry.db and ledger.db hold their data without their -wal files.
+ * gantry.db and ledger.db hold their data without their -wal files. With upstreams gone silent (an
+ * inference stream, a forwarded answer, a prediction watched on its stream), the deadline still ends every
+ * stream, aborts every upstream call at once and the process exits about two seconds later.
  */
 import { copyFileSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -11,6 +13,8 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import Database from 'libsql';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
+import { type RecordingServer, startRecordingServer, writePaced } from '../helpers/fake-server.js';
 import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
@@ -58,7 +62,10 @@ interface StreamResult {
   headers: Record<string, string | string[] | undefined>;
 }
 
-/** A streamed chat call; resolves `started` at the first body bytes and `done` once the response is over. */
+/**
+ * A streamed call (a POST of `body`, or a GET when it is null); resolves `started` at the first body bytes
+ * and `done` once the response is over.
+ */
 function stream(
   g: GantryProcess,
   path = '/v1/chat/completions',
@@ -74,13 +81,14 @@ function stream(
     onStart = resolve;
   });
   const done = new Promise<StreamResult>((resolve) => {
-    const text = JSON.stringify(body);
+    const text = body === null ? '' : JSON.stringify(body);
     const req = httpRequest(`${g.origin}${path}`, {
-      method: 'POST',
+      method: body === null ? 'GET' : 'POST',
       headers: {
         'x-api-key': KEY,
-        'content-type': 'application/json',
-        'content-length': String(Buffer.byteLength(text)),
+        ...(body === null
+          ? {}
+          : { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(text)) }),
         ...headers,
       },
     });
@@ -178,6 +186,119 @@ describe('SIGTERM in embedded mode', () => {
     copyFileSync(join(dataDir, 'ledger.db'), join(copies, 'ledger.db'));
     expect(countRows(join(copies, 'ledger.db'), 'usage_records')).toBe(STREAMS);
     expect(countRows(join(copies, 'gantry.db'), 'api_keys')).toBe(1);
+  }, 60_000);
+});
+
+/** A config whose only model streams from `upstream`, with no timer of Gantry's that could end a stall first. */
+function stallingConfig(upstream: FakeOpenAI, forwardUpstream: RecordingServer<object>): string {
+  const path = join(tempDir('gantry-shutdown-config-'), 'gantry.yaml');
+  writeFileSync(
+    path,
+    `
+server:
+  log_level: warn
+  shutdown_timeout_seconds: ${DEADLINE_S}
+providers:
+  stalling:
+    kind: openai
+    base_url: ${upstream.url}
+    timeouts: { connect_ms: 1000, first_byte_ms: 60000, idle_ms: 60000, total_ms: 60000 }
+  forwarding:
+    kind: openai
+    base_url: ${forwardUpstream.origin}/v1
+    timeouts: { connect_ms: 1000, first_byte_ms: 60000, idle_ms: 60000, total_ms: 60000 }
+tiers:
+  default: {}
+models:
+  - namespace: gantry/stalling-chat
+    name: Stalling chat
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    serves: [inference]
+    apis: [chat]
+    routes: [{ provider: stalling, model: stalling-chat }]
+  - namespace: gantry/stalling-prediction
+    name: Stalling prediction
+    type: text
+    vendor: { name: Gantry, slug: gantry }
+    serves: [predictions]
+    routes: [{ provider: stalling, model: stalling-chat }]
+  - namespace: acme/speech
+    name: Speech
+    type: audio
+    apis: [other]
+    routes: [{ provider: forwarding, model: tts-1 }]
+`,
+  );
+  return path;
+}
+
+describe('SIGTERM with an upstream gone silent', () => {
+  let upstream: FakeOpenAI | undefined;
+  let forwardUpstream: RecordingServer<object> | undefined;
+  afterAll(async () => {
+    await upstream?.close();
+    await forwardUpstream?.close();
+  });
+
+  it('ends the stream at the deadline, aborts the upstream call at once and exits soon after', async () => {
+    // The role chunk and one content chunk, then silence: only the deadline can end these streams.
+    upstream = await startFakeOpenAI({ behavior: { stallAfterChunks: 2 } });
+    // A forwarded answer (relayed byte for byte): its first bytes, then silence.
+    forwardUpstream = await startRecordingServer<object>(
+      (ex) => {
+        ex.res.writeHead(200, { 'content-type': 'audio/mpeg' });
+        return writePaced(ex, ['first bytes', 'never sent'], { stallAfter: 1 });
+      },
+      { name: 'forward upstream', behavior: {}, errorBody: (message) => ({ error: { message } }) },
+    );
+    const dataDir = tempDir('gantry-shutdown-data-');
+    const g = await spawnGantry({
+      config: stallingConfig(upstream, forwardUpstream),
+      dataDir,
+      env: { GANTRY_BOOTSTRAP_KEY: KEY },
+    });
+    const body = { model: 'gantry/stalling-chat', stream: true, messages: [{ role: 'user', content: 'hi' }] };
+    const calls = [
+      stream(g, '/v1/chat/completions', body),
+      stream(g, '/v1/chat/completions?via=fastify', body),
+    ];
+    const forwarded = stream(g, '/v1/audio/speech', { model: 'acme/speech', input: 'hi', voice: 'alloy' });
+    // A prediction whose upstream goes silent, watched on its stream.
+    const created = await fetch(`${g.origin}/v1/predictions`, {
+      method: 'POST',
+      headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gantry/stalling-prediction', input: { prompt: 'hi' }, stream: true }),
+    });
+    const { id } = (await created.json()) as { id: string };
+    const watched = stream(g, `/v1/predictions/${id}/stream`, null);
+    await Promise.all([...calls, forwarded, watched].map((c) => c.started));
+    const signalledAt = Date.now();
+    g.kill('SIGTERM');
+    const exchanges = [...(await upstream.waitForRequests(3)), ...(await forwardUpstream.waitForRequests(1))];
+    const outcomes = await Promise.all(exchanges.map((e) => e.settled));
+    // The upstream calls end at the deadline, not when the process does.
+    const upstreamEndedAfter = Date.now() - signalledAt;
+    expect(outcomes).toEqual(['aborted', 'aborted', 'aborted', 'aborted']);
+    const results = await Promise.all(calls.map((c) => c.done));
+    // The forwarded answer is cut short, with a clean end and nothing added.
+    const relayed = await forwarded.done;
+    expect(relayed.ending).toBe('end');
+    expect(relayed.body).toBe('first bytes');
+    // The prediction stream ends cleanly without `done` (the prediction is not over: the client resumes).
+    const predictionStream = await watched.done;
+    expect(predictionStream.ending).toBe('end');
+    expect(predictionStream.body).toContain('event: output');
+    expect(predictionStream.body).not.toContain('event: done');
+    const exit = await g.exited;
+    const exitedAfter = Date.now() - signalledAt;
+    expect(exit.code).toBe(0);
+    expect(upstreamEndedAfter).toBeGreaterThanOrEqual(DEADLINE_S * 1000 - 100);
+    expect(upstreamEndedAfter).toBeLessThan(DEADLINE_S * 1000 + 1_000);
+    expect(exitedAfter).toBeLessThan(DEADLINE_S * 1000 + 2_500);
+    expectCutCleanly(results);
+    expect(g.output()).not.toContain('usage records dropped');
+    expect(countRows(join(dataDir, 'ledger.db'), 'usage_records')).toBe(3);
   }, 60_000);
 });
 

@@ -1,11 +1,12 @@
 /**
  * Split roles must share GANTRY_SECRET_KEY and the file store: an instance that does not refuses to start
- * with one line that says what to share (src/predictions/shared-state.ts). Real `gantry serve` processes
- * (an api and a worker) on a real redis-server.
+ * with one line that says what to share (src/predictions/shared-state.ts). A worker, which serves no API,
+ * never makes an API key. Real `gantry serve` processes (an api and a worker) on a real redis-server.
  */
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import Database from 'libsql';
 import { afterAll, afterEach, beforeEach, expect, it } from 'vitest';
 import { SECRET_KEY, secretFingerprint } from '../../src/predictions/shared-state.js';
 import { type GantryProcess, spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
@@ -58,15 +59,17 @@ function start(
   configPath: string,
   secret: string,
   name: string = role,
+  dataDir = tempDir(`gantry-split-${role}-`),
+  bootstrapKey: string | undefined = KEY,
 ): Promise<GantryProcess> {
   return spawnGantry({
     name,
     config: configPath,
-    dataDir: tempDir(`gantry-split-${role}-`),
+    dataDir,
     env: {
       GANTRY_ROLE: role,
       GANTRY_SECRET_KEY: secret,
-      GANTRY_BOOTSTRAP_KEY: KEY,
+      ...(bootstrapKey === undefined ? {} : { GANTRY_BOOTSTRAP_KEY: bootstrapKey }),
       GANTRY_PUBLIC_URL: 'http://127.0.0.1:9',
       S3_ID: 'test-id',
       S3_SECRET: 'test-secret',
@@ -114,6 +117,22 @@ describeRedis('split roles on one Redis', () => {
       expect(kept).not.toContain(SECRET_A);
     } finally {
       client.disconnect();
+    }
+  }, 90_000);
+
+  it('a worker started first on an empty data dir makes no API key, with or without GANTRY_BOOTSTRAP_KEY', async () => {
+    const configPath = config(redis, tempDir('gantry-split-files-'));
+    for (const bootstrapKey of [undefined, KEY]) {
+      const dataDir = tempDir('gantry-split-worker-');
+      const worker = await start('worker', configPath, SECRET_A, 'worker', dataDir, bootstrapKey);
+      expect(worker.output()).not.toContain('Created account');
+      await worker.stop();
+      const db = new Database(join(dataDir, 'gantry.db'));
+      try {
+        expect((db.prepare('SELECT COUNT(*) AS n FROM api_keys').get() as { n: number }).n).toBe(0);
+      } finally {
+        db.close();
+      }
     }
   }, 90_000);
 

@@ -303,6 +303,16 @@ describeRedis('JobQueue on BullMQ: shared between instances', () => {
     expect(seen).toEqual([{ id: 'p-shared', attempt: 1 }]);
   });
 
+  it('an instance whose workers stopped still adds jobs until it is closed; another instance runs them', async () => {
+    const [api, worker] = await pair();
+    await api.stopWorkers(100);
+    await api.add('prediction', 'p-while-draining');
+    const seen: string[] = [];
+    worker.process('prediction', async (job) => void seen.push(job.id), { concurrency: 1 });
+    await until('the job', () => seen.length === 1);
+    expect(seen).toEqual(['p-while-draining']);
+  });
+
   it('dedup holds across instances', async () => {
     const [a, b] = await pair();
     await a.add('webhook', 'd-shared', { delayMs: 200 });
