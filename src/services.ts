@@ -24,6 +24,8 @@ import { checkpoint, dataVersionOf } from './usage/sqlite-db.js';
 
 /** How often this process looks for changes made by another one (the CLI): keys, accounts, credits. */
 const CHANGES_POLL_MS = 250;
+/** How soon a failed catch-up with the changes kept on Redis is tried again. */
+const CHANGES_RETRY_MS = 500;
 const NOTHING = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
 const RELEASED = Promise.resolve('released' as const);
 const EXTENDED = Promise.resolve('extended' as const);
@@ -90,15 +92,30 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     credits = redisCredits;
     // Grants (the CLI, another instance) and access changes are announced on Redis: each instance
     // forgets the cached balance, or applies the change to its own store, as soon as it hears.
-    subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-    subscriber.on('error', (error: Error) =>
+    // What is published while the subscriber is disconnected is lost: each time it (re)connects, it
+    // subscribes, then the access changes kept in Redis are read again and every cached balance is
+    // forgotten (src/auth/changes.ts).
+    const changes = new Redis(config.redisUrl, { maxRetriesPerRequest: null, autoResubscribe: false });
+    subscriber = changes;
+    changes.on('error', (error: Error) =>
       log.debug({ err: error.message }, 'changes redis connection error'),
     );
-    subscriber.on('message', (channel: string, message: string) => {
+    changes.on('message', (channel: string, message: string) => {
       if (channel === redisCredits.grantsChannel) redisCredits.forget(message);
       else if (channel === ACCESS_CHANNEL) access.receive(message);
     });
-    void subscriber.subscribe(redisCredits.grantsChannel, ACCESS_CHANNEL).catch(() => undefined);
+    const catchUp = async (): Promise<void> => {
+      try {
+        await changes.subscribe(redisCredits.grantsChannel, ACCESS_CHANNEL);
+        redisCredits.forget();
+        await access.join();
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, 'could not catch up with the access changes on Redis');
+        // The other connection may still be reconnecting: try again while this one is up.
+        if (changes.status === 'ready') setTimeout(() => void catchUp(), CHANGES_RETRY_MS).unref();
+      }
+    };
+    changes.on('ready', () => void catchUp());
     sinks.push(new RedisStreamSink(redis, { stream: config.usage.stream }));
   } else {
     limiter = new MemoryLimiter({ leaseMs: config.limits.leaseMs });
