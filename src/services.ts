@@ -20,7 +20,7 @@ import {
 } from './usage/index.js';
 import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
 import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from './usage/ledger-thread.js';
-import { checkpoint, dataVersionOf } from './usage/sqlite-db.js';
+import { checkpoint } from './usage/sqlite-db.js';
 
 /** How often this process looks for changes made by another one (the CLI): keys, accounts, credits. */
 const CHANGES_POLL_MS = 250;
@@ -69,8 +69,6 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   let ledger: SqliteUsageSink | undefined;
   let redis: Redis | undefined;
   let subscriber: Redis | undefined;
-  /** Polled every CHANGES_POLL_MS: false when nothing changed. */
-  let creditsChanged = (): boolean => false;
   let ledgerThread: LedgerThread | undefined;
   let closeLedger = () => {};
   const backend = config.redisUrl ? 'redis' : 'memory';
@@ -125,21 +123,16 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     const ledgerDb = ledgerPath ? openLedgerFile(ledgerPath, store.handle) : store.handle;
     // Balances are read on every billable request: cached in memory (kept current by this process's own
     // writes, on the ledger thread's answers where there is one), and forgotten whenever another
-    // connection (the CLI granting credits, the ledger thread) changed the file.
+    // process (the CLI granting credits) changed the file. The ledger thread watches for those itself,
+    // from its own connection, whose data_version its own writes do not move.
     const sqliteCredits = new SqliteCreditStore(ledgerDb, { defaultBalance, cache: true });
-    const ledgerVersion = dataVersionOf(ledgerDb);
-    let seenLedger = ledgerVersion();
-    creditsChanged = () => {
-      const version = ledgerVersion();
-      if (version === seenLedger) return false;
-      seenLedger = version;
-      sqliteCredits.forget();
-      return true;
-    };
     ledger = new SqliteUsageSink(ledgerDb);
     if (ledgerPath) {
-      ledgerThread = new LedgerThread({ path: ledgerPath, defaultBalance }, (error) =>
-        log.error({ err: error.message }, 'the ledger thread stopped; it restarts on the next write'),
+      ledgerThread = new LedgerThread(
+        { path: ledgerPath, defaultBalance, watchMs: CHANGES_POLL_MS },
+        (error) =>
+          log.error({ err: error.message }, 'the ledger thread stopped; it restarts on the next write'),
+        () => sqliteCredits.forget(),
       );
       credits = new ThreadedCreditStore(ledgerThread, sqliteCredits);
       sinks.push(new ThreadedUsageSink(ledgerThread));
@@ -159,7 +152,6 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const changesTimer = setInterval(() => {
     try {
       access.poll();
-      creditsChanged();
     } catch (error) {
       log.warn({ err: (error as Error).message }, 'looking for key, account or credit changes failed');
     }
