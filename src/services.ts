@@ -20,10 +20,12 @@ import {
 } from './usage/index.js';
 import { ledgerPathFor, openLedgerFile } from './usage/ledger-file.js';
 import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from './usage/ledger-thread.js';
-import { checkpoint, dataVersionOf } from './usage/sqlite-db.js';
+import { checkpoint } from './usage/sqlite-db.js';
 
 /** How often this process looks for changes made by another one (the CLI): keys, accounts, credits. */
 const CHANGES_POLL_MS = 250;
+/** How soon a failed catch-up with the changes kept on Redis is tried again. */
+const CHANGES_RETRY_MS = 500;
 const NOTHING = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
 const RELEASED = Promise.resolve('released' as const);
 const EXTENDED = Promise.resolve('extended' as const);
@@ -67,8 +69,6 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   let ledger: SqliteUsageSink | undefined;
   let redis: Redis | undefined;
   let subscriber: Redis | undefined;
-  /** Polled every CHANGES_POLL_MS: false when nothing changed. */
-  let creditsChanged = (): boolean => false;
   let ledgerThread: LedgerThread | undefined;
   let closeLedger = () => {};
   const backend = config.redisUrl ? 'redis' : 'memory';
@@ -90,15 +90,30 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     credits = redisCredits;
     // Grants (the CLI, another instance) and access changes are announced on Redis: each instance
     // forgets the cached balance, or applies the change to its own store, as soon as it hears.
-    subscriber = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-    subscriber.on('error', (error: Error) =>
+    // What is published while the subscriber is disconnected is lost: each time it (re)connects, it
+    // subscribes, then the access changes kept in Redis are read again and every cached balance is
+    // forgotten (src/auth/changes.ts).
+    const changes = new Redis(config.redisUrl, { maxRetriesPerRequest: null, autoResubscribe: false });
+    subscriber = changes;
+    changes.on('error', (error: Error) =>
       log.debug({ err: error.message }, 'changes redis connection error'),
     );
-    subscriber.on('message', (channel: string, message: string) => {
+    changes.on('message', (channel: string, message: string) => {
       if (channel === redisCredits.grantsChannel) redisCredits.forget(message);
       else if (channel === ACCESS_CHANNEL) access.receive(message);
     });
-    void subscriber.subscribe(redisCredits.grantsChannel, ACCESS_CHANNEL).catch(() => undefined);
+    const catchUp = async (): Promise<void> => {
+      try {
+        await changes.subscribe(redisCredits.grantsChannel, ACCESS_CHANNEL);
+        redisCredits.forget();
+        await access.join();
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, 'could not catch up with the access changes on Redis');
+        // The other connection may still be reconnecting: try again while this one is up.
+        if (changes.status === 'ready') setTimeout(() => void catchUp(), CHANGES_RETRY_MS).unref();
+      }
+    };
+    changes.on('ready', () => void catchUp());
     sinks.push(new RedisStreamSink(redis, { stream: config.usage.stream }));
   } else {
     limiter = new MemoryLimiter({ leaseMs: config.limits.leaseMs });
@@ -108,21 +123,16 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     const ledgerDb = ledgerPath ? openLedgerFile(ledgerPath, store.handle) : store.handle;
     // Balances are read on every billable request: cached in memory (kept current by this process's own
     // writes, on the ledger thread's answers where there is one), and forgotten whenever another
-    // connection (the CLI granting credits, the ledger thread) changed the file.
+    // process (the CLI granting credits) changed the file. The ledger thread watches for those itself,
+    // from its own connection, whose data_version its own writes do not move.
     const sqliteCredits = new SqliteCreditStore(ledgerDb, { defaultBalance, cache: true });
-    const ledgerVersion = dataVersionOf(ledgerDb);
-    let seenLedger = ledgerVersion();
-    creditsChanged = () => {
-      const version = ledgerVersion();
-      if (version === seenLedger) return false;
-      seenLedger = version;
-      sqliteCredits.forget();
-      return true;
-    };
     ledger = new SqliteUsageSink(ledgerDb);
     if (ledgerPath) {
-      ledgerThread = new LedgerThread({ path: ledgerPath, defaultBalance }, (error) =>
-        log.error({ err: error.message }, 'the ledger thread stopped; it restarts on the next write'),
+      ledgerThread = new LedgerThread(
+        { path: ledgerPath, defaultBalance, watchMs: CHANGES_POLL_MS },
+        (error) =>
+          log.error({ err: error.message }, 'the ledger thread stopped; it restarts on the next write'),
+        () => sqliteCredits.forget(),
       );
       credits = new ThreadedCreditStore(ledgerThread, sqliteCredits);
       sinks.push(new ThreadedUsageSink(ledgerThread));
@@ -142,7 +152,6 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   const changesTimer = setInterval(() => {
     try {
       access.poll();
-      creditsChanged();
     } catch (error) {
       log.warn({ err: (error as Error).message }, 'looking for key, account or credit changes failed');
     }

@@ -168,7 +168,9 @@ export class RedisCreditStore implements CreditStore {
       [this.balancesKey, `${this.prefix}:ledger`],
       [accountId, micros, this.defaultArg, note, new Date().toISOString()],
     );
-    await this.redis.publish(this.grantsChannel, accountId);
+    // The grant is applied: failing now would make the operator run it again and grant twice. Without
+    // the announcement, other instances see the new balance when their cached one expires (balanceCacheMs).
+    await this.redis.publish(this.grantsChannel, accountId).catch(() => undefined);
     return this.remember(accountId, toCredits(reply));
   }
 

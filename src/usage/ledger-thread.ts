@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import type { CreditStore, Debit, DebitResult } from './credits.js';
 import { checkDebit, checkGrant } from './credits.js';
 import type { SqliteCreditStore } from './credits-sqlite.js';
-import type { LedgerRequest, LedgerResponse, LedgerWorkerData } from './ledger-protocol.js';
+import type { LedgerNotice, LedgerRequest, LedgerResponse, LedgerWorkerData } from './ledger-protocol.js';
 import type { UsageRecord } from './record.js';
 import type { UsageSink } from './sink.js';
 import { usageRows } from './sqlite-sink.js';
@@ -62,9 +62,14 @@ export class LedgerThread {
   private closed = false;
   private exited: Promise<void> = Promise.resolve();
 
+  /**
+   * `onExit`: the thread stopped (it restarts on the next call). `onForeignWrite`: another process
+   * committed to the file (see LedgerNotice).
+   */
   constructor(
     private readonly data: LedgerWorkerData,
     private readonly onExit: (error: Error) => void = () => undefined,
+    private readonly onForeignWrite: () => void = () => undefined,
   ) {
     this.worker = this.start();
   }
@@ -110,7 +115,8 @@ export class LedgerThread {
   private start(): Worker {
     const worker = startWorker(this.data);
     worker.unref();
-    worker.on('message', (response: LedgerResponse) => {
+    worker.on('message', (response: LedgerResponse | LedgerNotice) => {
+      if ('changed' in response) return this.onForeignWrite();
       const waiting = this.waiting.get(response.id);
       if (!waiting) return;
       this.waiting.delete(response.id);

@@ -5,16 +5,27 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { SqliteCreditStore } from './credits-sqlite.js';
-import type { LedgerRequest, LedgerResponse, LedgerWorkerData } from './ledger-protocol.js';
-import { openDatabase } from './sqlite-db.js';
+import type { LedgerNotice, LedgerRequest, LedgerResponse, LedgerWorkerData } from './ledger-protocol.js';
+import { dataVersionOf, openDatabase } from './sqlite-db.js';
 import { SqliteUsageSink } from './sqlite-sink.js';
 
 const port = parentPort;
 if (!port) throw new Error('ledger-worker.ts runs as a worker thread (see ledger-thread.ts)');
-const { path, defaultBalance } = workerData as LedgerWorkerData;
+const { path, defaultBalance, watchMs = 250 } = workerData as LedgerWorkerData;
 const { db } = openDatabase(path);
 const usage = new SqliteUsageSink(db);
 const credits = new SqliteCreditStore(db, { defaultBalance });
+
+const CHANGED: LedgerNotice = { changed: true };
+const dataVersion = dataVersionOf(db);
+let seen = dataVersion();
+port.postMessage(CHANGED);
+setInterval(() => {
+  const version = dataVersion();
+  if (version === seen) return;
+  seen = version;
+  port.postMessage(CHANGED);
+}, watchMs);
 
 function run(request: LedgerRequest): unknown {
   switch (request.op) {

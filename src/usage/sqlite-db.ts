@@ -35,6 +35,26 @@ export function checkpoint(db: SqliteDatabase): void {
 }
 
 /**
+ * A checkpoint that never waits: `wal_checkpoint(TRUNCATE)` with the busy timeout off, so a reader
+ * holding the log (a backup, `gantry keys list`) makes it return at once instead of holding the event
+ * loop. Returns false when it could not empty the log (a reader or writer was in the way): the caller
+ * tries again later.
+ */
+export function checkpointNow(db: SqliteDatabase): boolean {
+  const { timeout } = db.prepare('PRAGMA busy_timeout').get() as { timeout: number };
+  db.exec('PRAGMA busy_timeout = 0');
+  try {
+    const row = db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as { busy: number } | undefined;
+    return (row?.busy ?? 0) === 0;
+  } catch {
+    // SQLITE_BUSY from another checkpointer, or a database without a log.
+    return false;
+  } finally {
+    db.exec(`PRAGMA busy_timeout = ${timeout}`);
+  }
+}
+
+/**
  * Reads the connection's `PRAGMA data_version`, which moves when another connection (another process, or
  * the ledger thread) commits to the file: a change counter that costs one small statement to poll.
  */

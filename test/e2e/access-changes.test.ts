@@ -8,7 +8,10 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { ACCOUNTS_HASH, CHANNEL, REVOKED_SET } from '../../src/auth/changes.js';
+import { hashKey } from '../../src/auth/keys.js';
 import { accountIdFor, SqliteStore } from '../../src/store/sqlite.js';
 import { SqliteCreditStore } from '../../src/usage/credits-sqlite.js';
 import { openLedgerFile } from '../../src/usage/ledger-file.js';
@@ -216,5 +219,97 @@ describeRedis('distributed mode: two instances with their own data dirs', () => 
     const c = await spawnGantry({ name: 'C', config: configPath, dataDir: tempDir('gantry-access-c-'), env });
     expect(await chat(c, ACME_KEY)).toBe(401);
     expect(await chat(c, BOOTSTRAP_KEY)).toBe(200);
+  }, 90_000);
+
+  it('a revocation or suspension made while Redis was down reaches the other instance within a second of its return', async () => {
+    const down = await startRedis({ aof: true });
+    try {
+      const configPath = config(down);
+      const dirs = [tempDir('gantry-access-a-'), tempDir('gantry-access-b-')];
+      const env = { GANTRY_BOOTSTRAP_KEY: BOOTSTRAP_KEY, ACME_KEY, GANTRY_SECRET_KEY: 'b'.repeat(64) };
+      const [a, b] = (await Promise.all(
+        dirs.map((dataDir, i) =>
+          spawnGantry({ name: i === 0 ? 'A' : 'B', config: configPath, dataDir, env }),
+        ),
+      )) as [GantryProcess, GantryProcess];
+      for (const g of [a, b]) expect(await chat(g, ACME_KEY)).toBe(200);
+
+      /** `change` made on A's data dir while Redis is down: B refuses `key` within a second of its return. */
+      const duringOutage = async (change: () => void, key: string) => {
+        await down.stop();
+        change();
+        // A applied it to its own store; its relay failed.
+        await until('A to refuse the key', async () => (await chat(a, key)) === 401, 5_000, 50);
+        expect(await chat(b, key)).toBe(200);
+        await down.start();
+        const probe = new Redis(down.url, { maxRetriesPerRequest: 1 });
+        try {
+          // Both subscribers are back.
+          await until(
+            'both instances to subscribe again',
+            async () => ((await probe.pubsub('NUMSUB', CHANNEL)) as [string, number])[1] === 2,
+            10_000,
+            20,
+          );
+          await seenWithin(Date.now(), [b], (x) => chat(x, key), 401);
+        } finally {
+          probe.disconnect();
+        }
+      };
+
+      // Both made by the command on A's data dir, which takes long enough for A's relay to fail.
+      // acme suspended in the config, applied by the next command.
+      const suspendedConfig = config(down, true);
+      await duringOutage(() => cli(['keys', 'list'], suspendedConfig, dirs[0] as string), ACME_KEY);
+      expect(await chat(b, BOOTSTRAP_KEY)).toBe(200);
+      const bootstrapId = (
+        cli(['keys', 'list', '--account', 'default'], suspendedConfig, dirs[0] as string)
+          .split('\n')
+          .find((l) => l.includes('bootstrap')) ?? ''
+      ).split('\t')[0] as string;
+      await duringOutage(
+        () => cli(['keys', 'revoke', bootstrapId], suspendedConfig, dirs[0] as string),
+        BOOTSTRAP_KEY,
+      );
+    } finally {
+      await down.close();
+    }
+  }, 90_000);
+
+  it('a suspension and a revocation published while the subscriber was cut off are applied on its return', async () => {
+    // Its own server: the first test's revocation is in the shared one's set.
+    const server = await startRedis();
+    const g = await spawnGantry({
+      config: config(server),
+      dataDir: tempDir('gantry-access-d-'),
+      env: { GANTRY_BOOTSTRAP_KEY: BOOTSTRAP_KEY, ACME_KEY, GANTRY_SECRET_KEY: 'b'.repeat(64) },
+    });
+    const other = new Redis(server.url, { maxRetriesPerRequest: 1 });
+    // Another instance's relay, in one transaction with the disconnection of every subscriber: the
+    // message is published while this instance's subscriber is gone.
+    const relayWhileCutOff = async (write: (m: ReturnType<Redis['multi']>) => void, change: object) => {
+      const multi = other.multi().call('CLIENT', 'KILL', 'TYPE', 'pubsub');
+      write(multi);
+      const results = await multi.publish(CHANNEL, JSON.stringify(change)).exec();
+      expect(results?.at(-1)?.[1]).toBe(0);
+    };
+    try {
+      expect(await chat(g, ACME_KEY)).toBe(200);
+      const acme = { id: accountIdFor('acme'), status: 'suspended' };
+      await relayWhileCutOff(
+        (m) => m.hset(ACCOUNTS_HASH, acme.id, JSON.stringify({ status: 'suspended', at: Date.now() })),
+        { accounts: [acme] },
+      );
+      await seenWithin(Date.now(), [g], (x) => chat(x, ACME_KEY), 401);
+
+      expect(await chat(g, BOOTSTRAP_KEY)).toBe(200);
+      const revoked = hashKey(BOOTSTRAP_KEY);
+      await relayWhileCutOff((m) => m.sadd(REVOKED_SET, revoked), { revoked: [revoked] });
+      await seenWithin(Date.now(), [g], (x) => chat(x, BOOTSTRAP_KEY), 401);
+    } finally {
+      other.disconnect();
+      await stopAllGantry(3_000);
+      await server.close();
+    }
   }, 90_000);
 });

@@ -7,6 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import Database from 'libsql';
 import { afterAll, afterEach, expect, it } from 'vitest';
 import { sealSecrets } from '../../src/predictions/secrets.js';
 import { SqlitePredictionStore } from '../../src/predictions/store-sqlite.js';
@@ -75,7 +77,7 @@ function setUp() {
       const path = join(dir, file);
       return existsSync(path) && readFileSync(path).includes(needle);
     });
-  return { predictions, sealed, onDisk };
+  return { dir, predictions, sealed, onDisk };
 }
 
 it('overwrites the sealed value in gantry.db and its log once the prediction ends', async () => {
@@ -92,4 +94,27 @@ it('overwrites the sealed value when the prediction is deleted', async () => {
   expect(onDisk()).toBe(true);
   await predictions.delete('p-deleted');
   await until('the sealed value to leave the files', () => !onDisk(), 5_000, 50);
+});
+
+it('does not hold the event loop while a reader holds the log, and scrubs once the reader is gone', async () => {
+  const { dir, predictions, sealed, onDisk } = setUp();
+  await predictions.create(prediction('p-read', sealed));
+  // Another connection (a backup, `gantry keys list`) in a read transaction that sees the sealed value.
+  const reader = new Database(join(dir, 'gantry.db'));
+  reader.exec('BEGIN');
+  reader.prepare('SELECT count(*) FROM sqlite_master').get();
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  try {
+    await predictions.update('p-read', { status: 'succeeded', completedAt: Date.now(), sealedSecrets: null });
+    // A few tries of the checkpoint (after 200, 600 and 1400 ms), each of which finds the reader.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    delay.disable();
+    expect(delay.max / 1e6).toBeLessThan(500);
+    expect(onDisk()).toBe(true);
+  } finally {
+    reader.exec('COMMIT');
+    reader.close();
+  }
+  await until('the sealed value to leave the files', () => !onDisk(), 10_000, 50);
 });

@@ -281,6 +281,21 @@ describeRedis('RedisCreditStore', () => {
     expect(cached.balancesKey).toBe(`${prefix}:balances`);
   });
 
+  it('a grant whose announcement fails is still applied once, and reported as applied', async () => {
+    // A user that may do everything but PUBLISH: the grant script runs, the announcement is refused.
+    await redis.acl('SETUSER', 'nopublish', 'on', 'nopass', '~*', '&*', '+@all', '-publish');
+    const limited = new Redis(server.url, { maxRetriesPerRequest: 1, username: 'nopublish', password: 'x' });
+    try {
+      await expect(limited.publish('any', 'x')).rejects.toThrow(/NOPERM/);
+      const prefix = `test:{credits}:${++prefixes}`;
+      const store = new RedisCreditStore(limited, { defaultBalance: 0, prefix });
+      expect(await store.grant('a', 7, 'x')).toBe(7);
+      expect(await redis.hget(`${prefix}:balances`, 'a')).toBe('7000000');
+    } finally {
+      limited.disconnect();
+    }
+  });
+
   it('reloads its scripts after the server forgot them', async () => {
     const store = new RedisCreditStore(redis, { defaultBalance: 0, prefix: `test:{credits}:${++prefixes}` });
     await store.grant('a', 3, 'x');

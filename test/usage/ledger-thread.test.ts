@@ -15,6 +15,7 @@ import { newUsageId } from '../../src/usage/id.js';
 import { LedgerThread, ThreadedCreditStore, ThreadedUsageSink } from '../../src/usage/ledger-thread.js';
 import { type UsageRecord, UsageRecordError } from '../../src/usage/record.js';
 import { pushUsageRow, SqliteUsageSink, type UsageRowValues } from '../../src/usage/sqlite-sink.js';
+import { until } from '../helpers/wait.js';
 import { byId, makeRecord, makeRecords, tempDir } from './fixtures.js';
 
 /** The thread's current worker (private): terminating it is a real death of the thread. */
@@ -383,5 +384,36 @@ describe('ThreadedCreditStore: the balance cache follows the thread', () => {
     await expect(death2).rejects.toThrow(/exited/);
     await expect(debit).rejects.toThrow(/exited/);
     expect(credits.balance('a')).toBe(11);
+  });
+});
+
+describe('LedgerThread: writes by another process', () => {
+  it("announces another connection's commits (and its own start), never its own writes", async () => {
+    const tmp = tempDir();
+    const path = join(tmp.dir, 'ledger.db');
+    const cli = new SqliteCreditStore(path, { defaultBalance: 0 });
+    let notices = 0;
+    const thread = new LedgerThread({ path, defaultBalance: 0, watchMs: 50 }, undefined, () => notices++);
+    cleanups.push(
+      tmp.remove,
+      () => cli.close(),
+      () => thread.close(),
+    );
+    await until('the notice sent at start', () => notices === 1, 5_000, 10);
+
+    // The thread's own commits over many of its 50 ms looks: none is announced.
+    const reader = new SqliteCreditStore(path, { defaultBalance: 0 });
+    cleanups.push(() => reader.close());
+    const credits = new ThreadedCreditStore(thread, reader);
+    await credits.grant('acct-a', 1000, 'start');
+    const until500 = Date.now() + 500;
+    while (Date.now() < until500) {
+      await credits.debit('acct-a', 0.01, newUsageId());
+      await thread.call({ op: 'write', rows: rowsOf([makeRecord()]) });
+    }
+    // Another process's grant is.
+    cli.grant('acct-a', 5, 'cli');
+    await until('the notice of the CLI grant', () => notices >= 2, 5_000, 10);
+    expect(notices).toBe(2);
   });
 });
