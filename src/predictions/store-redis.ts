@@ -79,13 +79,8 @@ return 1
 const MAX_STALE_HOLDERS = 3;
 const ABANDONED_TTL_SECONDS = 60 * 60;
 
-/*
- * KEYS[1] the prediction hash. ARGV[1] n, ARGV[2..n+1] the allowed statuses (JSON-encoded, as stored),
- * then the field/value pairs to set. Returns the whole hash after the update, or nil when the prediction
- * is missing or its status is not allowed: the check and the write are one atomic step.
- */
-const UPDATE_SCRIPT = new LuaScript(`
-local status = redis.call('HGET', KEYS[1], 'status')
+/** Both conditional writes start here: nil unless KEYS[1] exists with one of ARGV[2..ARGV[1]+1] as its status. */
+const STATUS_GUARD = `local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return false end
 local n = tonumber(ARGV[1])
 local allowed = false
@@ -93,7 +88,15 @@ for i = 2, n + 1 do
   if ARGV[i] == status then allowed = true break end
 end
 if not allowed then return false end
-if #ARGV > n + 1 then
+`;
+
+/*
+ * KEYS[1] the prediction hash. ARGV[1] n, ARGV[2..n+1] the allowed statuses (JSON-encoded, as stored),
+ * then the field/value pairs to set. Returns the whole hash after the update, or nil when the prediction
+ * is missing or its status is not allowed: the check and the write are one atomic step.
+ */
+const UPDATE_SCRIPT = new LuaScript(`
+${STATUS_GUARD}if #ARGV > n + 1 then
   redis.call('HSET', KEYS[1], unpack(ARGV, n + 2))
 end
 return redis.call('HGETALL', KEYS[1])
@@ -107,15 +110,7 @@ return redis.call('HGETALL', KEYS[1])
  * prediction hash, or nil (and writes nothing) when the condition fails.
  */
 const TRANSITION_SCRIPT = new LuaScript(`
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return false end
-local n = tonumber(ARGV[1])
-local allowed = false
-for i = 2, n + 1 do
-  if ARGV[i] == status then allowed = true break end
-end
-if not allowed then return false end
-local i = n + 2
+${STATUS_GUARD}local i = n + 2
 local m = tonumber(ARGV[i])
 if m > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, i + 1, i + m)) end
 i = i + m + 1
