@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { BullJobQueue, type BullJobQueueOptions } from '../../src/predictions/queue-bullmq.js';
 import { RedisPredictionStore } from '../../src/predictions/store-redis.js';
 import type { DeliveryRecord, JobInfo, JobKind, PredictionRecord } from '../../src/predictions/types.js';
+import { predictionRecord } from '../helpers/prediction-record.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 
 /** Polls until `check` holds, or fails with `what` after `ms`. */
@@ -20,44 +21,19 @@ async function until(what: string, check: () => boolean, ms = 8000): Promise<voi
 }
 
 function prediction(overrides: Partial<PredictionRecord> = {}): PredictionRecord {
-  const now = Date.now();
-  return {
-    id: `p-${randomUUID()}`,
+  return predictionRecord({
     accountId: 'acct-durable',
-    keyId: 'key-1',
     model: 'acme/painter',
-    modelType: 'image',
-    status: 'starting',
     stream: true,
-    source: 'api',
-    privacy: 'private',
     input: { prompt: 'a lighthouse' },
-    secretFields: [],
-    sealedSecrets: null,
     webhook: {
       url: 'https://example.com/hook',
       events: ['prediction.succeeded'],
       authHeader: null,
       authTokenSealed: null,
     },
-    files: [],
-    outputText: null,
-    singleOutput: false,
-    error: null,
-    logs: '',
-    progress: null,
-    createdAt: now,
-    startedAt: null,
-    completedAt: null,
-    updatedAt: now,
-    predictTime: null,
-    megapixels: null,
-    creditsUsed: 0,
-    dataRemoved: false,
-    attempts: 0,
-    lease: null,
     ...overrides,
-  };
+  });
 }
 
 function delivery(predictionId: string, nextAttemptAt: number): Omit<DeliveryRecord, 'seq'> {

@@ -14,6 +14,7 @@ import { sealSecrets } from '../../src/predictions/secrets.js';
 import { SqlitePredictionStore } from '../../src/predictions/store-sqlite.js';
 import type { PredictionRecord } from '../../src/predictions/types.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
+import { predictionRecord } from '../helpers/prediction-record.js';
 import { removeTempDirs, tempDir } from '../helpers/temp-dirs.js';
 import { until } from '../helpers/wait.js';
 
@@ -24,38 +25,12 @@ afterEach(() => {
 afterAll(() => removeTempDirs());
 
 function prediction(id: string, sealed: string): PredictionRecord {
-  const now = Date.now();
-  return {
+  return predictionRecord({
     id,
-    accountId: 'acct-1',
-    keyId: 'key-1',
     model: 'partner/model',
-    modelType: 'image',
-    status: 'starting',
-    stream: false,
-    source: 'api',
-    privacy: 'private',
-    input: { prompt: 'a cat' },
     secretFields: ['replicate_api_key'],
     sealedSecrets: sealed,
-    webhook: null,
-    files: [],
-    outputText: null,
-    singleOutput: false,
-    error: null,
-    logs: '',
-    progress: null,
-    createdAt: now,
-    startedAt: null,
-    completedAt: null,
-    updatedAt: now,
-    predictTime: null,
-    megapixels: null,
-    creditsUsed: 0,
-    dataRemoved: false,
-    attempts: 0,
-    lease: null,
-  };
+  });
 }
 
 /** A store on a fresh data dir, a sealed value, and a probe of the raw files for it. */

@@ -10,6 +10,7 @@ import type {
   PredictionStatus,
   PredictionStore,
 } from '../../src/predictions/types.js';
+import { predictionRecord } from '../helpers/prediction-record.js';
 import { describeRedis, redisServerAvailable, startRedis, type TestRedis } from '../helpers/redis.js';
 
 /** A way to make fresh, isolated stores of one implementation. */
@@ -68,38 +69,11 @@ let counter = 0;
 
 function prediction(overrides: Partial<PredictionRecord> = {}): PredictionRecord {
   const createdAt = overrides.createdAt ?? 1_700_000_000_000 + counter++;
-  return {
-    id: `p-${randomUUID()}`,
-    accountId: 'acct-1',
-    keyId: 'key-1',
-    model: 'black-forest-labs/flux-schnell',
-    modelType: 'image',
-    status: 'starting',
-    stream: false,
-    source: 'api',
-    privacy: 'private',
+  return predictionRecord({
     input: { prompt: 'a cat', steps: 4, nested: { list: [], empty: {} } },
-    secretFields: [],
-    sealedSecrets: null,
-    webhook: null,
-    files: [],
-    outputText: null,
-    singleOutput: false,
-    error: null,
-    logs: '',
-    progress: null,
     createdAt,
-    startedAt: null,
-    completedAt: null,
-    updatedAt: createdAt,
-    predictTime: null,
-    megapixels: null,
-    creditsUsed: 0,
-    dataRemoved: false,
-    attempts: 0,
-    lease: null,
     ...overrides,
-  };
+  });
 }
 
 function delivery(
