@@ -120,15 +120,21 @@ afterAll(() => {
 });
 
 describe('embedded mode: another process writes the server data dir', () => {
-  // The CLI's own code (SqliteStore, the ledger file) run from this test process: it writes the file at a
-  // known moment, right after a request put the key or the balance in the server's cache.
-  it('a revoked key is refused within a second', async () => {
+  /** A Gantry on its own data dir, serving the bootstrap key and acme's key. */
+  async function startEmbedded() {
     const dataDir = tempDir('gantry-access-data-');
     const g = await spawnGantry({
       config: config(),
       dataDir,
       env: { GANTRY_BOOTSTRAP_KEY: BOOTSTRAP_KEY, ACME_KEY },
     });
+    return { g, dataDir };
+  }
+
+  // The CLI's own code (SqliteStore, the ledger file) run from this test process: it writes the file at a
+  // known moment, right after a request put the key or the balance in the server's cache.
+  it('a revoked key is refused within a second', async () => {
+    const { g, dataDir } = await startEmbedded();
     const store = new SqliteStore(join(dataDir, 'gantry.db'));
     try {
       const id = store.listKeys(store.getAccountByName('acme')?.id)[0]?.id as string;
@@ -142,12 +148,7 @@ describe('embedded mode: another process writes the server data dir', () => {
   }, 60_000);
 
   it('a suspended account is refused within a second', async () => {
-    const dataDir = tempDir('gantry-access-data-');
-    const g = await spawnGantry({
-      config: config(),
-      dataDir,
-      env: { GANTRY_BOOTSTRAP_KEY: BOOTSTRAP_KEY, ACME_KEY },
-    });
+    const { g, dataDir } = await startEmbedded();
     const store = new SqliteStore(join(dataDir, 'gantry.db'));
     try {
       expect(await chat(g, ACME_KEY)).toBe(200);
@@ -159,12 +160,7 @@ describe('embedded mode: another process writes the server data dir', () => {
   }, 60_000);
 
   it('granted credits can be spent within a second', async () => {
-    const dataDir = tempDir('gantry-access-data-');
-    const g = await spawnGantry({
-      config: config(),
-      dataDir,
-      env: { GANTRY_BOOTSTRAP_KEY: BOOTSTRAP_KEY, ACME_KEY },
-    });
+    const { g, dataDir } = await startEmbedded();
     const ledgerDb = openLedgerFile(join(dataDir, 'ledger.db'));
     const credits = new SqliteCreditStore(ledgerDb, { defaultBalance: 0 });
     try {
