@@ -3,6 +3,7 @@ import { Redis } from 'ioredis';
 import { CHANNEL as ACCESS_CHANNEL, AccessChanges } from './auth/changes.js';
 import type { GantryConfig } from './config/types.js';
 import { type Limiter, MemoryLimiter, RedisLimiter, withFailurePolicy } from './limits/index.js';
+import { reconnectBackoff } from './limits/redis-client.js';
 import { newLease } from './limits/request.js';
 import { sharedEncoder } from './metering/tokens.js';
 import { Metrics } from './metrics.js';
@@ -25,7 +26,9 @@ import { checkpoint } from './usage/sqlite-db.js';
 /** How often this process looks for changes made by another one (the CLI): keys, accounts, credits. */
 const CHANGES_POLL_MS = 250;
 /** How soon a failed catch-up with the changes kept on Redis is tried again. */
-const CHANGES_RETRY_MS = 500;
+const CHANGES_RETRY_MS = 200;
+/** Most time between two reconnection attempts of the metering and change connections. */
+const RECONNECT_MAX_MS = 250;
 const NOTHING = { inputTokens: 0, outputTokens: 0, leaseMs: 1 };
 const RELEASED = Promise.resolve('released' as const);
 const EXTENDED = Promise.resolve('extended' as const);
@@ -81,7 +84,13 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
       onError: (error) => log.debug({ err: error.message }, 'limiter redis connection error'),
     });
     // Metering tolerates a slow Redis (the batcher retries), so it gets its own, patient connection.
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, commandTimeout: 5_000 });
+    // Its reconnect delay is bounded like the subscriber's: access changes made while Redis was down
+    // are relayed through it within a second of Redis's return (README, "Keys").
+    redis = new Redis(config.redisUrl, {
+      maxRetriesPerRequest: 1,
+      commandTimeout: 5_000,
+      retryStrategy: reconnectBackoff(RECONNECT_MAX_MS),
+    });
     redis.on('error', (error: Error) => log.debug({ err: error.message }, 'usage redis connection error'));
     const redisCredits = new RedisCreditStore(redis, {
       defaultBalance: config.credits.defaultBalance,
@@ -93,7 +102,11 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     // What is published while the subscriber is disconnected is lost: each time it (re)connects, it
     // subscribes, then the access changes kept in Redis are read again and every cached balance is
     // forgotten (src/auth/changes.ts).
-    const changes = new Redis(config.redisUrl, { maxRetriesPerRequest: null, autoResubscribe: false });
+    const changes = new Redis(config.redisUrl, {
+      maxRetriesPerRequest: null,
+      autoResubscribe: false,
+      retryStrategy: reconnectBackoff(RECONNECT_MAX_MS),
+    });
     subscriber = changes;
     changes.on('error', (error: Error) =>
       log.debug({ err: error.message }, 'changes redis connection error'),

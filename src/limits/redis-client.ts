@@ -25,8 +25,16 @@ export function limiterRedisOptions(options: LimiterRedisOptions = {}): RedisOpt
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     autoResendUnfulfilledCommands: false,
-    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 10), maxDelay),
+    retryStrategy: reconnectBackoff(maxDelay),
   };
+}
+
+/**
+ * An ioredis retryStrategy: doubling from 100 ms, never more than `maxDelayMs` between attempts, so a
+ * connection is back within that bound of Redis's return (ioredis's default waits up to 2 s).
+ */
+export function reconnectBackoff(maxDelayMs: number): (times: number) => number {
+  return (times) => Math.min(50 * 2 ** Math.min(times, 10), maxDelayMs);
 }
 
 export function createLimiterRedis(url: string, options: LimiterRedisOptions = {}): Redis {
