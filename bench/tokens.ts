@@ -17,7 +17,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { countTextTokens, sharedEncoder } from '../src/metering/tokens.js';
+import { countTextTokens, sharedEncoder } from '../providers/tokens.js';
 import { envInt, envIntList } from './lib/env.js';
 import { median } from './lib/stats.js';
 import { table } from './lib/table.js';

@@ -4,7 +4,7 @@
  *
  * Wire format: https://docs.anthropic.com/en/api/messages and /en/docs/build-with-claude/streaming.
  */
-import { GantryError, invalidParameter } from '../src/errors.js';
+import { invalidParameter, ProviderRequestError } from './request-error.js';
 import type { JsonObject, SseEvent } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -85,7 +85,7 @@ const MAX_TEMPERATURE = 1;
 
 /**
  * Maps a validated OpenAI chat request (defaults applied, `model` already the upstream's name) onto a
- * Messages API request. Throws GantryError for anything the backend cannot honour, before any network.
+ * Messages API request. Throws ProviderRequestError for anything the backend cannot honour, before any network.
  */
 export function toAnthropicRequest(body: JsonObject): AnthropicRequest {
   rejectUnsupported(body);
@@ -120,10 +120,11 @@ function maxTokens(body: JsonObject): number {
   // max_completion_tokens is the newer spelling; prefer it when a client sends both.
   const value = body.max_completion_tokens ?? body.max_tokens;
   if (typeof value === 'number' && Number.isInteger(value) && value > 0) return value;
-  throw new GantryError('MISSING_REQUIRED_FIELD', {
-    param: 'max_tokens',
-    message: 'max_tokens (or max_completion_tokens) is required for this model',
-  });
+  throw new ProviderRequestError(
+    'missing_required_field',
+    'max_tokens (or max_completion_tokens) is required for this model',
+    'max_tokens',
+  );
 }
 
 function temperatureOf(value: unknown): number | undefined {

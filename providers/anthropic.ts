@@ -1,4 +1,3 @@
-import { GantryError } from '../src/errors.js';
 import {
   ANTHROPIC_DEFAULT_BASE_URL,
   ANTHROPIC_DEFAULT_VERSION,
@@ -8,6 +7,7 @@ import {
   toAnthropicRequest,
 } from './anthropic-translate.js';
 import { requireEventStream, UpstreamClient } from './http.js';
+import { ProviderRequestError } from './request-error.js';
 import { parseSse } from './sse.js';
 import type {
   CallContext,
@@ -78,9 +78,7 @@ export class AnthropicProvider implements InferenceProvider {
   }
 
   async embeddings(_body: JsonObject, _ctx: CallContext): Promise<ProviderResult> {
-    throw new GantryError('MODEL_NOT_SUPPORTED', {
-      message: 'Embeddings are not available from this model provider',
-    });
+    throw new ProviderRequestError('not_supported', 'Embeddings are not available from this model provider');
   }
 
   close(): Promise<void> {

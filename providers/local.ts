@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { Tiktoken } from 'tiktoken';
-import { GantryError } from '../src/errors.js';
-import { countTextTokens, sharedEncoder, TokenBudget } from '../src/metering/tokens.js';
+import { invalidParameter, type ProviderRequestError } from './request-error.js';
+import { countTextTokens, sharedEncoder, TokenBudget } from './tokens.js';
 import type { CallContext, InferenceProvider, JsonObject, ProviderResult, SseEvent } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -216,10 +216,7 @@ export class LocalProvider implements InferenceProvider {
     const size = this.outputDimensions(body);
     const format = body.encoding_format ?? 'float';
     if (format !== 'float' && format !== 'base64') {
-      throw new GantryError('INVALID_PARAMETER', {
-        param: 'encoding_format',
-        message: 'encoding_format must be float or base64',
-      });
+      throw invalidParameter('encoding_format', 'encoding_format must be float or base64');
     }
     let promptTokens = 0;
     const data = texts.map((input, index) => {
@@ -246,16 +243,13 @@ export class LocalProvider implements InferenceProvider {
     const requested = body.dimensions;
     if (requested === undefined || requested === null) return this.dimensions;
     if (typeof requested !== 'number' || !Number.isInteger(requested) || requested < 1) {
-      throw new GantryError('INVALID_PARAMETER', {
-        param: 'dimensions',
-        message: 'dimensions must be a positive integer',
-      });
+      throw invalidParameter('dimensions', 'dimensions must be a positive integer');
     }
     if (requested > this.dimensions) {
-      throw new GantryError('INVALID_PARAMETER', {
-        param: 'dimensions',
-        message: `dimensions must be at most ${this.dimensions} for ${String(body.model)}`,
-      });
+      throw invalidParameter(
+        'dimensions',
+        `dimensions must be at most ${this.dimensions} for ${String(body.model)}`,
+      );
     }
     return requested;
   }
@@ -463,8 +457,8 @@ interface EmbeddingInput {
   tokens: number;
 }
 
-function invalidInput(message: string): GantryError {
-  return new GantryError('INVALID_PARAMETER', { param: 'input', message });
+function invalidInput(message: string): ProviderRequestError {
+  return invalidParameter('input', message);
 }
 
 /** OpenAI's four input shapes: a string, strings, one token array, token arrays. */

@@ -1,15 +1,31 @@
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods } from 'fastify';
-import { envelope, envelopeFor, GantryError, restEnvelope } from './errors.js';
+import { ProviderRequestError, type RefusalReason } from '../providers/request-error.js';
+import { type ErrorId, envelope, envelopeFor, GantryError, restEnvelope } from './errors.js';
 
 const ALL_METHODS: HTTPMethods[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 /** fastify's `maxParamLength`: longer path parameters are 414 URI_TOO_LONG before any route runs. */
 export const MAX_PARAM_LENGTH = 100;
 
-/** Maps fastify's own errors (body parsing, limits) onto the catalogue; anything unknown is a logged 500. */
+/** The catalogue entry of each refusal a provider adapter makes before calling its backend. */
+const REFUSALS: Record<RefusalReason, ErrorId> = {
+  invalid_parameter: 'INVALID_PARAMETER',
+  missing_required_field: 'MISSING_REQUIRED_FIELD',
+  not_supported: 'MODEL_NOT_SUPPORTED',
+};
+
+/** Maps provider refusals and fastify's own errors (body parsing, limits) onto the catalogue; anything unknown is a logged 500. */
 export function toGantryError(err: FastifyError | Error): GantryError {
   if (err instanceof GantryError) return err;
+  if (err instanceof ProviderRequestError) {
+    return new GantryError(REFUSALS[err.reason], {
+      message: err.message,
+      param: err.param,
+      ...(err.code ? { code: err.code } : {}),
+      cause: err,
+    });
+  }
   const code = (err as FastifyError).code;
   switch (code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':

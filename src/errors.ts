@@ -118,6 +118,11 @@ export interface GantryErrorOptions {
   param?: string | null;
   /** Overrides the catalogue's status, e.g. to relay an upstream 400 as is. */
   status?: number;
+  /**
+   * OpenAI's error `code` in the inference envelope when a more precise one applies (an upstream's own
+   * code, `context_length_exceeded`, `content_filter`); by default the error id in lower case.
+   */
+  code?: string;
   headers?: Record<string, string>;
   cause?: unknown;
 }
@@ -129,6 +134,8 @@ export class GantryError extends Error {
   readonly details: string | Record<string, unknown>;
   readonly param: string | null;
   readonly headers: Record<string, string> | undefined;
+  /** The inference envelope's `code`. */
+  readonly code: string;
 
   constructor(errorId: ErrorId, options: GantryErrorOptions = {}) {
     const entry: CatalogEntry = catalog[errorId];
@@ -140,6 +147,7 @@ export class GantryError extends Error {
     this.details = options.details ?? '';
     this.param = options.param ?? null;
     this.headers = options.headers;
+    this.code = options.code ?? errorId.toLowerCase();
   }
 }
 
@@ -171,7 +179,7 @@ export function inferenceEnvelope(err: GantryError): Record<string, unknown> {
       message: err.message,
       type: err.type,
       param: err.param,
-      code: err.errorId.toLowerCase(),
+      code: err.code,
       error_id: err.errorId,
       details: err.details,
       http_status: err.status,

@@ -1,11 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { sharedEncoder } from '../providers/tokens.js';
 import { CHANNEL as ACCESS_CHANNEL, AccessChanges } from './auth/changes.js';
 import type { GantryConfig } from './config/types.js';
 import { type Limiter, MemoryLimiter, RedisLimiter, withFailurePolicy } from './limits/index.js';
 import { reconnectBackoff } from './limits/redis-client.js';
 import { newLease } from './limits/request.js';
-import { sharedEncoder } from './metering/tokens.js';
 import { Metrics } from './metrics.js';
 import type { SqliteStore } from './store/sqlite.js';
 import {

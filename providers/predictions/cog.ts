@@ -16,8 +16,8 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { Pool } from 'undici';
-import { schemasFromCogOpenApi } from '../../src/predictions/cog-openapi.js';
 import { LinkedAbort } from '../abort.js';
+import { schemasFromCogOpenApi } from './cog-openapi.js';
 import {
   type BackendConfig,
   type BackendContext,

@@ -1,5 +1,5 @@
+import { countCompletionTokens } from '../../providers/tokens.js';
 import type { JsonObject, SseEvent } from '../../providers/types.js';
-import { countCompletionTokens } from '../metering/tokens.js';
 import { CONTENT } from './preamble.js';
 
 /** Token counts of one call as the upstream reported them, or as Gantry counted what was delivered. */

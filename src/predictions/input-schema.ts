@@ -19,8 +19,8 @@
  */
 
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import { isJsonObject, mapSubschemas } from '../../providers/predictions/cog-openapi.js';
 import type { JsonObject } from '../../providers/predictions/types.js';
-import { isJsonObject, mapSubschemas } from './cog-openapi.js';
 
 /** What a secret input's value is replaced with wherever a prediction is shown, logged or stored. */
 export const REDACTED = '**********';

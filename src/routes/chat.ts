@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { countChatInputTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
@@ -11,7 +12,6 @@ import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateChat } from '../inference/validate.js';
-import { countChatInputTokens } from '../metering/tokens.js';
 import { sendAnswer } from './answer.js';
 
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { countEmbeddingInputTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
@@ -9,7 +10,6 @@ import { resolveInferenceModel } from '../inference/resolve.js';
 import { openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateEmbeddings } from '../inference/validate.js';
-import { countEmbeddingInputTokens } from '../metering/tokens.js';
 import { sendAnswer } from './answer.js';
 
 export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): void {

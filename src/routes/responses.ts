@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
+import { countResponsesInputTokens } from '../../providers/tokens.js';
 import type { InferenceProvider, JsonObject, SseEvent } from '../../providers/types.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
@@ -14,7 +15,6 @@ import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults } from '../inference/validate.js';
-import { countResponsesInputTokens } from '../metering/tokens.js';
 import {
   type ChatMessage,
   chatCompletionToResponse,

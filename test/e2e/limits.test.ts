@@ -10,7 +10,7 @@
  */
 import OpenAI, { RateLimitError } from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { countChatInputTokens, countCompletionTokens } from '../../src/metering/tokens.js';
+import { countChatInputTokens, countCompletionTokens } from '../../providers/tokens.js';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { addKey, startGantry, type TestGantry } from '../helpers/gantry.js';

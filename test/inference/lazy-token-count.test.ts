@@ -10,9 +10,9 @@
  */
 import OpenAI, { APIError } from 'openai';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import * as tokens from '../../providers/tokens.js';
 import { MemoryLimiter, modelBucket, RedisLimiter } from '../../src/limits/index.js';
 import type { Admission, BucketSpec, Lease } from '../../src/limits/types.js';
-import * as tokens from '../../src/metering/tokens.js';
 import type { UsageRecord } from '../../src/usage/index.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { type RecordingServer, sendJson, startRecordingServer, writePaced } from '../helpers/fake-server.js';

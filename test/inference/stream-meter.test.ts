@@ -5,9 +5,9 @@
  * delivered so a stream cut short can still be metered.
  */
 import { describe, expect, it } from 'vitest';
+import { countCompletionTokens } from '../../providers/tokens.js';
 import type { SseEvent } from '../../providers/types.js';
 import { StreamMeter } from '../../src/inference/usage-capture.js';
-import { countCompletionTokens } from '../../src/metering/tokens.js';
 
 type Json = Record<string, unknown>;
 

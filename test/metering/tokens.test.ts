@@ -9,7 +9,7 @@ import {
   type EncodingName,
   IMAGE_PART_TOKENS,
   sharedEncoder,
-} from '../../src/metering/tokens.js';
+} from '../../providers/tokens.js';
 
 /**
  * The reference is tiktoken's own encode_ordinary (Rust BPE in WASM), which does not go through our JS

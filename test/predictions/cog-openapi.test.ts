@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { mapSubschemas, schemasFromCogOpenApi } from '../../src/predictions/cog-openapi.js';
+import { mapSubschemas, schemasFromCogOpenApi } from '../../providers/predictions/cog-openapi.js';
 
 /** The shape a Cog server answers GET /openapi.json with (cog pkg/schema/openapi.go), trimmed. */
 function cogDocument(schemas: Record<string, unknown>): Record<string, unknown> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { schemasFromCogOpenApi } from '../../src/predictions/cog-openapi.js';
+import { schemasFromCogOpenApi } from '../../providers/predictions/cog-openapi.js';
 import {
   compileInputSchema,
   type FieldError,

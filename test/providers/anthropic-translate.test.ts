@@ -6,9 +6,11 @@ import {
   statusOfErrorType,
   toAnthropicRequest,
 } from '../../providers/anthropic-translate.js';
+import { ProviderRequestError } from '../../providers/request-error.js';
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
-import { GantryError } from '../../src/errors.js';
+import { toGantryError } from '../../src/error-handler.js';
+import type { GantryError } from '../../src/errors.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 
 const base = { model: 'claude-test', max_tokens: 100 };
@@ -24,9 +26,10 @@ function thrown(fn: () => unknown): unknown {
 }
 
 function gantryError(fn: () => unknown): GantryError {
+  // Adapters throw their own error; the gateway maps it onto the catalogue.
   const err = thrown(fn);
-  expect(err).toBeInstanceOf(GantryError);
-  return err as GantryError;
+  expect(err).toBeInstanceOf(ProviderRequestError);
+  return toGantryError(err as ProviderRequestError);
 }
 
 function upstreamError(fn: () => unknown): UpstreamError {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AnthropicProvider } from '../../providers/anthropic.js';
+import { ProviderRequestError } from '../../providers/request-error.js';
 import type {
   CallContext,
   InferenceProvider,
@@ -8,7 +9,7 @@ import type {
   ProviderResult,
 } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
-import { GantryError } from '../../src/errors.js';
+import { toGantryError } from '../../src/error-handler.js';
 import { anthropicFakeReply, type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropic.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 
@@ -184,9 +185,9 @@ describe('AnthropicProvider: the request on the wire', () => {
     ['temperature', { temperature: 1.7 }],
   ])('refuses %s with a 400 before calling Anthropic', async (param, extra) => {
     const err = await rejection(provider.chat(chatBody(extra), ctx()));
-    expect(err).toBeInstanceOf(GantryError);
-    expect((err as GantryError).status).toBe(400);
-    expect((err as GantryError).param).toBe(param);
+    expect(err).toBeInstanceOf(ProviderRequestError);
+    expect(toGantryError(err as ProviderRequestError).status).toBe(400);
+    expect((err as ProviderRequestError).param).toBe(param);
     expect(fake.requests).toHaveLength(0);
   });
 });
@@ -437,8 +438,8 @@ describe('AnthropicProvider: cancellation', () => {
 describe('AnthropicProvider: what it does not offer', () => {
   it('refuses embeddings with MODEL_NOT_SUPPORTED', async () => {
     const err = await rejection(provider.embeddings({ model: 'claude-test', input: 'x' }, ctx()));
-    expect(err).toBeInstanceOf(GantryError);
-    expect((err as GantryError).errorId).toBe('MODEL_NOT_SUPPORTED');
+    expect(err).toBeInstanceOf(ProviderRequestError);
+    expect(toGantryError(err as ProviderRequestError).errorId).toBe('MODEL_NOT_SUPPORTED');
     expect(fake.requests).toHaveLength(0);
   });
 

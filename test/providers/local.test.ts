@@ -7,9 +7,10 @@ import {
   LocalProvider,
   localReplyText,
 } from '../../providers/local.js';
+import { ProviderRequestError } from '../../providers/request-error.js';
 import type { CallContext, InferenceProvider, JsonObject, ProviderResult } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
-import { GantryError } from '../../src/errors.js';
+import { toGantryError } from '../../src/error-handler.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 
 const enc = get_encoding('o200k_base');
@@ -121,10 +122,11 @@ async function expectInvalid(call: Promise<unknown>, param: string): Promise<voi
     () => undefined,
     (e: unknown) => e,
   );
-  expect(err).toBeInstanceOf(GantryError);
-  expect((err as GantryError).errorId).toBe('INVALID_PARAMETER');
-  expect((err as GantryError).param).toBe(param);
-  expect((err as GantryError).status).toBe(400);
+  expect(err).toBeInstanceOf(ProviderRequestError);
+  const mapped = toGantryError(err as ProviderRequestError);
+  expect(mapped.errorId).toBe('INVALID_PARAMETER');
+  expect(mapped.param).toBe(param);
+  expect(mapped.status).toBe(400);
 }
 
 const user = (content: unknown) => [{ role: 'user', content }];

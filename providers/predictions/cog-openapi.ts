@@ -8,7 +8,7 @@
  * GET /v1/models/{slug}?fields=input_schema or compiled alone, so every reference is inlined here.
  */
 
-import type { JsonObject } from '../../providers/predictions/types.js';
+import type { JsonObject } from './types.js';
 
 const COMPONENT_PREFIX = '#/components/schemas/';
 
