@@ -26,29 +26,43 @@ export function fastPathServerFactory(fastPath: () => FastPath | undefined, limi
     fastify: (req: IncomingMessage, res: ServerResponse) => void,
     options: Record<string, unknown>,
   ): Server => {
-    const server = createServer(
-      {
-        headersTimeout: limits.headersTimeoutMs,
-        requestTimeout: limits.requestTimeoutMs,
-        keepAliveTimeout: limits.keepAliveTimeoutMs,
-        // How often Node checks those two timeouts (30 s by default, far coarser than they are).
-        connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
-      },
-      (req, res) => {
-        // A connection refused over the per-address cap may still deliver a request: nothing to answer.
-        if (req.socket.writableEnded) return;
-        const fast = fastPath();
-        if (fast === undefined || !fast.take(req, res)) fastify(req, res);
-      },
-    );
+    const server = createBoundedServer(limits, (req, res) => {
+      const fast = fastPath();
+      if (fast === undefined || !fast.take(req, res)) fastify(req, res);
+    });
     // What fastify does for a server it creates (lib/server.js), which it skips for a factory's server.
     const maxRequestsPerSocket = (options as { maxRequestsPerSocket?: unknown }).maxRequestsPerSocket;
     if (typeof maxRequestsPerSocket === 'number' && maxRequestsPerSocket > 0) {
       server.maxRequestsPerSocket = maxRequestsPerSocket;
     }
-    if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp);
     return server;
   };
+}
+
+/**
+ * A node:http server with the config's connection limits (server.* in the README): the API's server and
+ * the metrics port's both take them, so neither can be held open by a slow or greedy client.
+ */
+export function createBoundedServer(
+  limits: ConnectionLimits,
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Server {
+  const server = createServer(
+    {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
+      // How often Node checks those two timeouts (30 s by default, far coarser than they are).
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+    },
+    (req, res) => {
+      // A connection refused over the per-address cap may still deliver a request: nothing to answer.
+      if (req.socket.writableEnded) return;
+      handler(req, res);
+    },
+  );
+  if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp);
+  return server;
 }
 
 /** Counts open connections per client address; one over the cap gets 429 and is closed. */

@@ -1,8 +1,9 @@
 import { timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../context.js';
 import { GantryError, restEnvelope } from '../errors.js';
+import { createBoundedServer } from '../fast-path/server.js';
 
 /**
  * GET /metrics in the Prometheus text format: on the API's port (outside /v1, so no API key), or on its
@@ -39,7 +40,7 @@ export function registerMetricsRoute(app: FastifyInstance, gantry: Gantry): void
     response
       .writeHead(err.status, { 'content-type': 'application/json; charset=utf-8' })
       .end(JSON.stringify(restEnvelope(err)));
-  const server: Server = createServer((request, response) => {
+  const server: Server = createBoundedServer(gantry.config.server, (request, response) => {
     const path = request.url?.split('?')[0];
     if (request.method !== 'GET' || path !== '/metrics') {
       fail(response, new GantryError('NOT_FOUND', { message: 'This port serves GET /metrics only' }));

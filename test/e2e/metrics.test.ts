@@ -5,11 +5,13 @@
  * values bounded (route patterns, never a key or an account), and the bearer token on the endpoint.
  */
 import { createRequire } from 'node:module';
+import { connect, type Socket } from 'node:net';
 import OpenAI, { RateLimitError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashKey } from '../../src/auth/keys.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { until } from '../helpers/wait.js';
 
 /** parse-prometheus-text-format ships no types; this is the part of its output the tests read. */
 interface ParsedSample {
@@ -434,6 +436,50 @@ describe('metrics on their own port', () => {
       });
       expect((await fetch(`${g.origin}/metrics`)).status).toBe(404);
     } finally {
+      await g.close();
+    }
+  });
+
+  it('bounds its connections as the API port does: a trickled request is cut, one address holds at most the cap', async () => {
+    const g = await startGantry(
+      `metrics: { port: 0 }\nserver: { headers_timeout_ms: 300, max_connections_per_ip: 2 }\n${LOCAL_CONFIG}`,
+    );
+    const sockets: Socket[] = [];
+    const open = (port: number) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      sockets.push(socket);
+      let received = '';
+      let closed = false;
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.toString('latin1');
+      });
+      socket.on('close', () => {
+        closed = true;
+      });
+      return { socket, received: () => received, closed: () => closed };
+    };
+    try {
+      const server = (g.app as unknown as { metricsServer: import('node:http').Server }).metricsServer;
+      const { port } = server.address() as { port: number };
+      // Headers that never end: closed after headers_timeout_ms, not held for good.
+      const slow = open(port);
+      slow.socket.write('GET /metrics HTTP/1.1\r\nhost: x\r\n');
+      await until(
+        'the metrics port to close a connection whose headers never end',
+        () => slow.closed(),
+        3_000,
+      );
+      // Two open keep-alive connections are the cap: a third is refused with 429.
+      const held = [open(port), open(port)];
+      for (const conn of held) conn.socket.write('GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n');
+      await until('two answers', () => held.every((c) => c.received().startsWith('HTTP/1.1 200')));
+      const refused = open(port);
+      refused.socket.write('GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n');
+      await until('the third connection to be refused', () => refused.closed(), 3_000);
+      expect(refused.received()).toMatch(/^HTTP\/1\.1 429/);
+    } finally {
+      for (const socket of sockets) socket.destroy();
       await g.close();
     }
   });
