@@ -1,15 +1,11 @@
-import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
+import { generateKey, hashKey, keyPrefix, MIN_KEY_LENGTH } from './auth/keys.js';
 import type { GantryConfig } from './config/types.js';
 import type { Store } from './store/types.js';
 
 export const DEFAULT_ACCOUNT = 'default';
 
-/**
- * The shortest GANTRY_BOOTSTRAP_KEY accepted. Keys are stored as a plain sha256 (src/auth/keys.ts), which is
- * safe only for keys too long to guess or to find from a leaked hash: 32 random hex characters are 128
- * bits; the keys Gantry generates have 256.
- */
-export const MIN_BOOTSTRAP_KEY_LENGTH = 32;
+/** The shortest GANTRY_BOOTSTRAP_KEY accepted (see MIN_KEY_LENGTH). */
+export const MIN_BOOTSTRAP_KEY_LENGTH = MIN_KEY_LENGTH;
 
 /** Why GANTRY_BOOTSTRAP_KEY cannot be used, in one line; undefined when it is fine or not set. */
 export function bootstrapKeyProblem(env: NodeJS.ProcessEnv): string | undefined {

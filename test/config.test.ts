@@ -56,6 +56,15 @@ describe('configuration', () => {
     expect(problem(MINIMAL, { UP_KEY: 'k', PORT: 'eighty' })).toMatch(/PORT/);
   });
 
+  it('refuses an account key from the environment shorter than 32 characters', () => {
+    const withKey = `${MINIMAL}\naccounts:\n  - name: acme\n    keys: [{ name: ci, key_env: ACME_KEY }]\n`;
+    expect(problem(withKey, { UP_KEY: 'k', ACME_KEY: 'secret123' })).toBe(
+      'gantry.yaml: /accounts/0/keys/0/key_env: the key in ACME_KEY is too short (9 characters): it needs at least 32 random characters, e.g. `openssl rand -hex 32`',
+    );
+    const config = parseConfig(withKey, 'gantry.yaml', { UP_KEY: 'k', ACME_KEY: 'k'.repeat(32) });
+    expect(config.accounts[0]?.keys[0]?.key).toBe('k'.repeat(32));
+  });
+
   it('names the path and the problem of a bad file', () => {
     expect(problem(MINIMAL, {})).toBe(
       'gantry.yaml: /providers/up/api_key_env: environment variable UP_KEY is not set',

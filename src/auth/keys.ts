@@ -15,3 +15,10 @@ export function hashKey(key: string): string {
 export function keyPrefix(key: string): string {
   return `${key.slice(0, KEY_PREFIX.length + 6)}…`;
 }
+
+/**
+ * The shortest key Gantry accepts from outside (GANTRY_BOOTSTRAP_KEY, a config account's key_env). Keys
+ * are stored as a plain sha256, which is safe only for keys too long to guess or to find from a leaked
+ * hash: 32 random hex characters are 128 bits; the keys Gantry generates have 256.
+ */
+export const MIN_KEY_LENGTH = 32;

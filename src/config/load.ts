@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parseDocument } from 'yaml';
 import type { ProviderConfig, ProviderTimeouts } from '../../providers/types.js';
+import { MIN_KEY_LENGTH } from '../auth/keys.js';
 import { validatePricing } from '../metering/pricing.js';
 import { configSchema } from './schema.js';
 import type {
@@ -222,6 +223,12 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       keys: (a.keys ?? []).map((k, j) => {
         const key = env[k.key_env];
         if (!key) fail(`/accounts/${i}/keys/${j}/key_env`, `environment variable ${k.key_env} is not set`);
+        else if (key.length < MIN_KEY_LENGTH) {
+          fail(
+            `/accounts/${i}/keys/${j}/key_env`,
+            `the key in ${k.key_env} is too short (${key.length} characters): it needs at least ${MIN_KEY_LENGTH} random characters, e.g. \`openssl rand -hex 32\``,
+          );
+        }
         return { name: k.name, key: key as string };
       }),
     };
