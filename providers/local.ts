@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { Tiktoken } from 'tiktoken';
-import { type LocalReply, type LocalToolCall, localReply } from './local/reply.js';
+import { countImages, type LocalReply, type LocalToolCall, localReply, messageText } from './local/reply.js';
 import { invalidParameter, type ProviderRequestError } from './request-error.js';
-import { countChatInputTokens, countTextTokens, sharedEncoder, TokenBudget } from './tokens.js';
+import { countTextTokens, IMAGE_PART_TOKENS, sharedEncoder, TokenBudget } from './tokens.js';
 import type { CallContext, InferenceProvider, JsonObject, ProviderResult, SseEvent } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -31,9 +31,9 @@ import { UpstreamError } from './upstream-error.js';
  * Then, as a model would: generation ends before the first `stop` sequence (finish_reason `stop`), or
  * after `max_completion_tokens` / `max_tokens` o200k tokens (finish_reason `length`; tool call arguments
  * count and are cut the same way). All `n` choices are identical. Sampling parameters and
- * `reasoning_effort` are accepted and ignored (no reasoning tokens). Prompt tokens are counted as the
- * gateway estimates them (tokens.ts countChatInputTokens: tool definitions as their JSON text, each image
- * part IMAGE_PART_TOKENS).
+ * `reasoning_effort` are accepted and ignored (no reasoning tokens). Prompt tokens: OpenAI's per-message
+ * rule (countPromptTokens below), tool definitions and calls as their JSON text, each image part
+ * IMAGE_PART_TOKENS (OpenAI's low-detail cost), as the gateway's estimate counts them (tokens.ts).
  *
  * Embeddings: random indexing, i.e. feature hashing with a dense pseudo-random vector per feature,
  * summed and L2-normalised. Features are the lowercased words (common function words damped), their
@@ -159,7 +159,7 @@ export class LocalProvider implements InferenceProvider {
     this.throwIfAborted(ctx.signal);
     const model = String(body.model);
     const n = positiveInt(body.n) ?? 1;
-    const promptTokens = countChatInputTokens(body.messages, { tools: body.tools });
+    const promptTokens = countPromptTokens(body);
     if (promptTokens > this.contextLength) {
       throw this.contextError('messages', `your messages resulted in ${promptTokens} tokens`);
     }
@@ -482,6 +482,27 @@ function positiveInt(value: unknown): number | undefined {
 function tokenCounter(): (text: string) => number {
   const budget = new TokenBudget();
   return (text) => countTextTokens(text, 'o200k_base', budget);
+}
+
+/**
+ * OpenAI's published counting rule for its chat models: 3 tokens of framing per message, 1 more for a
+ * `name`, 3 to prime the reply. Tool calls and tool definitions count as their JSON text, images
+ * IMAGE_PART_TOKENS each.
+ */
+function countPromptTokens(body: JsonObject): number {
+  const countTokens = tokenCounter();
+  let total = 3;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages) {
+    if (m === null || typeof m !== 'object') continue;
+    const message = m as JsonObject;
+    total += 3 + countTokens(String(message.role ?? '')) + countTokens(messageText(message.content));
+    if (typeof message.name === 'string') total += 1 + countTokens(message.name);
+    if (message.tool_calls !== undefined) total += countTokens(JSON.stringify(message.tool_calls));
+  }
+  total += countImages(messages) * IMAGE_PART_TOKENS;
+  if (Array.isArray(body.tools) && body.tools.length > 0) total += countTokens(JSON.stringify(body.tools));
+  return total;
 }
 
 function usageOf(promptTokens: number, completionTokens: number): JsonObject {

@@ -18,8 +18,8 @@
  * the cookbook (estimates): content-part arrays count each text part; an image part counts
  * IMAGE_PART_TOKENS (85, OpenAI's low-detail image cost; real costs grow with size and detail); other parts
  * (audio, files) count 0, whatever their size (a data: URI's base64 is never counted as text);
- * `tool_calls` and tool definitions (chat and Responses `tools`) count as their JSON text. The built-in
- * chat model (providers/local.ts) reports its prompt tokens with this same count.
+ * `tool_calls` and tool definitions (chat and Responses `tools`) count as their JSON text, as
+ * providers/local.ts does (which, unlike this, joins text parts with newlines).
  * Special-token text such as `<|endoftext|>` in user input counts as ordinary text, as tiktoken's
  * encode_ordinary does.
  */
