@@ -94,16 +94,30 @@ function functionTools(tools: unknown): FunctionTool[] {
 }
 
 /**
- * The tools called: the forced one, else (auto, required) every tool whose name the last user message
- * contains, in `tools` order (only the first when parallel_tool_calls is false), else the first tool.
+ * The tools called: the forced one, else (auto, required, allowed_tools among the tools it lists) every
+ * tool whose name the last user message contains, in `tools` order (only the first when
+ * parallel_tool_calls is false), else the first tool.
  */
 function toolCalls(body: JsonObject): LocalToolCall[] {
-  const tools = functionTools(body.tools);
+  let tools = functionTools(body.tools);
   const choice = body.tool_choice;
   if (tools.length === 0 || choice === 'none') return [];
   const text = lastUserText(body.messages);
   let chosen: FunctionTool[];
-  if (isObject(choice)) {
+  if (isObject(choice) && choice.type === 'allowed_tools') {
+    // Chosen as for auto/required, among the listed tools only.
+    const allowed = isObject(choice.allowed_tools) ? choice.allowed_tools.tools : undefined;
+    // Its entries name tools ({type: function, function: {name}}) without their definitions.
+    const names = new Set(functionTools(allowed).map((t) => t.name));
+    tools = tools.filter((t) => names.has(t.name));
+    if (tools.length === 0) {
+      throw invalidParameter(
+        'tool_choice.allowed_tools.tools',
+        "tool_choice.allowed_tools.tools must list some of the request's function tools",
+      );
+    }
+  }
+  if (isObject(choice) && choice.type !== 'allowed_tools') {
     const name = isObject(choice.function) ? choice.function.name : undefined;
     const tool = tools.find((t) => t.name === name);
     if (choice.type !== 'function' || tool === undefined) {

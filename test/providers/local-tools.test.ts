@@ -204,6 +204,18 @@ describe('local-chat tool calls', () => {
     expect((err as ProviderRequestError).param).toBe('tool_choice');
   });
 
+  it('chooses among the tools allowed_tools lists', async () => {
+    const out = await complete({
+      messages: user('get_weather'),
+      tools: [weather, time],
+      tool_choice: {
+        type: 'allowed_tools',
+        allowed_tools: { mode: 'required', tools: [{ type: 'function', function: { name: 'get_time' } }] },
+      },
+    });
+    expect(out.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_time']);
+  });
+
   it("streams tool calls in OpenAI's delta form, assembling to the non-streamed calls", async () => {
     const body = { messages: user('get_weather and get_time for Oslo'), tools: [weather, time] };
     const plain = await complete(body);
