@@ -14,8 +14,9 @@ import { UpstreamError } from './upstream-error.js';
  * Chat reply rules (what end-to-end tests and users can assert on), the first that applies:
  * 1. Tool calls: the request has function `tools`, `tool_choice` is not `none`, and the last message is
  *    not a `tool` result. It calls the tool `tool_choice` names; otherwise (auto, required, absent, or
- *    allowed_tools among the tools it lists) every tool whose name the last user message contains (case-insensitive, in `tools` order; only the first
- *    when `parallel_tool_calls` is false), or the first tool when it names none. The arguments are the
+ *    allowed_tools among the tools it lists) every tool whose name the last user message contains
+ *    (case-insensitive, in `tools` order; only the first when `parallel_tool_calls` is false), or the
+ *    first tool when it names none. The arguments are the
  *    deterministic instance of the tool's `parameters` (local/schema-instance.ts: required properties,
  *    first enum values, strings from the last user message, numbers 0 or the minimum). `content` is null,
  *    ids are `call_…`, finish_reason `tool_calls`; streamed as OpenAI does (per call a first delta with

@@ -76,6 +76,7 @@ export const IMAGE_CAPABILITY = 'image-to-text';
 const IMAGE_DETAILS = new Set(['auto', 'low', 'high']);
 /** A data: URI of an image: `data:image/<subtype>[;param…],`; the payload is not read (it can be megabytes). */
 const IMAGE_DATA_URI = /^data:image\/[a-z0-9.+-]+(;[a-z0-9=.+-]+)*,/i;
+const HTTP_URL = /^https?:\/\/[^\s/]/i;
 
 /**
  * An `image_url` part's shape: `image_url.url` a data: URI of an image or an http(s) URL (never fetched
@@ -87,7 +88,7 @@ function checkImagePart(part: JsonObject, where: string): void {
     throw invalidParameter(`${where}.image_url`, `${where}.image_url must be an object with a url`);
   }
   const { url, detail } = image as JsonObject;
-  if (typeof url !== 'string' || !(IMAGE_DATA_URI.test(url) || /^https?:\/\/[^\s/]/i.test(url))) {
+  if (typeof url !== 'string' || !(IMAGE_DATA_URI.test(url) || HTTP_URL.test(url))) {
     throw invalidParameter(
       `${where}.image_url.url`,
       `${where}.image_url.url must be an http(s) URL or a data: URI of an image (data:image/…)`,
