@@ -15,7 +15,10 @@
  *   to `maxLength`, padded with `-` to `minLength` (`pattern` is not honoured);
  * - number and integer: `minimum`, else one above `exclusiveMinimum`, else 0, kept within the maximums;
  * - boolean: true; null and anything unknown: null.
- * Nesting deeper than MAX_DEPTH (recursive `$ref`s) ends in null.
+ * Nesting deeper than MAX_DEPTH (recursive `$ref`s) ends in null. The work is bounded whatever the
+ * schema (nested `minItems` would multiply): past MAX_VALUES values, arrays get no more items than their
+ * `prefixItems` (the instance may then break `minItems`), and past MAX_TEXT_CHARS characters of the
+ * user's text, strings are their property's name.
  */
 
 type Schema = Record<string, unknown>;
@@ -23,6 +26,9 @@ type Schema = Record<string, unknown>;
 const MAX_DEPTH = 12;
 const OPTIONAL_DEPTH = 4;
 const MAX_ITEMS = 16;
+const MAX_VALUES = 10_000;
+/** Characters of the user's text used over all strings; later strings are their property's name. */
+const MAX_TEXT_CHARS = 64 * 1024;
 /** Strings are bounded: the arguments of a call must not echo a long prompt back whole. */
 export const MAX_STRING = 200;
 
@@ -45,12 +51,21 @@ export function schemaInstance(schema: unknown, text: string): unknown {
 }
 
 class Generator {
+  private values = 0;
+  private textChars = 0;
+  /** The first MAX_STRING characters (code points) of the text, split once. */
+  private readonly head: string[];
+
   constructor(
     private readonly root: Schema,
-    private readonly text: string,
-  ) {}
+    text: string,
+  ) {
+    // A code point takes at most two UTF-16 units: this slice holds the first MAX_STRING of them.
+    this.head = Array.from(text.trim().slice(0, 2 * MAX_STRING)).slice(0, MAX_STRING);
+  }
 
   value(node: unknown, name: string, depth: number): unknown {
+    this.values++;
     if (depth > MAX_DEPTH || !isSchema(node)) return node === false ? null : this.string({}, name);
     const schema = this.resolve(node, depth);
     if (schema === undefined) return null;
@@ -135,7 +150,7 @@ class Generator {
     for (const item of prefix) out.push(this.value(item, name, depth + 1));
     const min = nonNegative(schema.minItems) ?? 1;
     const max = Math.min(nonNegative(schema.maxItems) ?? MAX_ITEMS, MAX_ITEMS);
-    const count = Math.min(Math.max(min, 1), max);
+    const count = this.values > MAX_VALUES ? 0 : Math.min(Math.max(min, 1), max);
     if (schema.items !== false) {
       while (out.length < count) out.push(this.value(schema.items ?? {}, name, depth + 1));
     }
@@ -145,9 +160,14 @@ class Generator {
   private string(schema: Schema, name: string): string {
     const format = typeof schema.format === 'string' ? FORMATS[schema.format] : undefined;
     if (format !== undefined) return format;
-    let value = this.text.trim() || name || 'text';
     const max = Math.min(nonNegative(schema.maxLength) ?? MAX_STRING, MAX_STRING);
-    value = Array.from(value).slice(0, max).join('');
+    const text = this.textChars < MAX_TEXT_CHARS ? this.head.slice(0, max).join('') : '';
+    this.textChars += text.length;
+    const value =
+      text ||
+      Array.from(name || 'text')
+        .slice(0, max)
+        .join('');
     const min = nonNegative(schema.minLength) ?? 0;
     const length = Array.from(value).length;
     return length < min ? value + '-'.repeat(min - length) : value;

@@ -350,6 +350,18 @@ describe('local-chat structured output', () => {
   });
 });
 
+describe('schemaInstance bounds', () => {
+  it('stays small for a schema whose nested minItems would multiply', () => {
+    let schema: object = { type: 'string', minLength: 1 };
+    for (let i = 0; i < 10; i++) schema = { type: 'array', items: schema, minItems: 16 };
+    const started = performance.now();
+    const text = JSON.stringify(schemaInstance(schema, 'x'.repeat(5000)));
+    expect(performance.now() - started).toBeLessThan(1000);
+    // 16^10 strings of 200 characters without the bound.
+    expect(text.length).toBeLessThan(200_000);
+  });
+});
+
 describe('local-chat images', () => {
   const png = `data:image/png;base64,${Buffer.alloc(300_000, 7).toString('base64')}`;
   const messages = [
