@@ -51,6 +51,13 @@ models:
     capabilities: [text-to-text]
     apis: [chat, responses]
     routes: [{ provider: local, model: local-chat }]
+  - namespace: gantry/tight
+    name: Local chat with an input-token ceiling
+    type: text
+    capabilities: [image-to-text]
+    apis: [chat]
+    routes: [{ provider: local, model: local-chat }]
+    limits: { input_tokens: 300 }
   - namespace: anthropic/claude
     name: Claude without a max_tokens default
     type: text
@@ -244,6 +251,36 @@ describe('images', () => {
       }
     });
   }
+});
+
+describe("the limiter's input-token estimate", () => {
+  it('counts tool definitions: a short prompt with large tools is over the ceiling', async () => {
+    const ask = [{ role: 'user', content: 'hi' }];
+    const bigTool = {
+      type: 'function',
+      function: {
+        name: 'lookup',
+        description: Array.from({ length: 400 }, (_, i) => `word${i}`).join(' '),
+        parameters: { type: 'object', properties: {} },
+      },
+    };
+    const small = await post('/v1/chat/completions', {
+      model: 'gantry/tight',
+      messages: ask,
+      tools: [bigTool],
+    });
+    expect(small.status).toBe(429);
+    expect(small.body.error).toMatchObject({ details: { metric: 'input_tokens', limit: 300 } });
+    const ok = await post('/v1/chat/completions', { model: 'gantry/tight', messages: ask });
+    expect(ok.status).toBe(200);
+  });
+
+  it('counts an image at its fixed cost, not its megabyte of base64', async () => {
+    const url = `data:image/png;base64,${Buffer.alloc(750_000, 3).toString('base64')}`;
+    const messages = [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }];
+    const out = await post('/v1/chat/completions', { model: 'gantry/tight', messages });
+    expect(out.status).toBe(200);
+  });
 });
 
 describe('the output limit of providers that need one', () => {
