@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { Tiktoken } from 'tiktoken';
+import { countImages, type LocalReply, type LocalToolCall, localReply, messageText } from './local/reply.js';
 import { invalidParameter, type ProviderRequestError } from './request-error.js';
-import { countTextTokens, sharedEncoder, TokenBudget } from './tokens.js';
+import { countTextTokens, IMAGE_PART_TOKENS, sharedEncoder, TokenBudget } from './tokens.js';
 import type { CallContext, InferenceProvider, JsonObject, ProviderResult, SseEvent } from './types.js';
 import { UpstreamError } from './upstream-error.js';
 
@@ -10,12 +11,30 @@ import { UpstreamError } from './upstream-error.js';
  * Gantry's built-in models: no network, no weights, fully deterministic, but speaking the OpenAI wire
  * format exactly, so the embedded default and the tests exercise every code path a real upstream does.
  *
- * Chat reply rule (what end-to-end tests can assert on):
- *   `You said: <text of the last user message>\n` + LOCAL_REPLY_SUFFIX
- * where the text is the message's string content, or its `text` parts joined with `\n` (other parts are
- * ignored); with no user message it is empty. Then, as a model would: generation ends before the first
- * `stop` sequence (finish_reason `stop`), or after `max_completion_tokens` / `max_tokens` o200k tokens
- * (finish_reason `length`). All `n` choices are identical. Sampling parameters are ignored.
+ * Chat reply rules (what end-to-end tests and users can assert on), the first that applies:
+ * 1. Tool calls: the request has function `tools`, `tool_choice` is not `none`, and the last message is
+ *    not a `tool` result. It calls the tool `tool_choice` names; otherwise (auto, required, absent, or
+ *    allowed_tools among the tools it lists) every tool whose name the last user message contains
+ *    (case-insensitive, in `tools` order; only the first when `parallel_tool_calls` is false), or the
+ *    first tool when it names none. The arguments are the
+ *    deterministic instance of the tool's `parameters` (local/schema-instance.ts: required properties,
+ *    first enum values, strings from the last user message, numbers 0 or the minimum). `content` is null,
+ *    ids are `call_…`, finish_reason `tool_calls`; streamed as OpenAI does (per call a first delta with
+ *    index, id, type and name with empty arguments, then the arguments in pieces).
+ * 2. `response_format` json_schema: the content is the same generator's instance of the schema (valid
+ *    against it); json_object: `{"you_said":"<last user text>"}`.
+ * 3. After tool results (the last message is a `tool` message): one line per trailing tool message,
+ *    `Tool <function name> returned: <content>`, then `\n` + LOCAL_REPLY_SUFFIX.
+ * 4. Otherwise: `You said: <text of the last user message>\n`, then `Images received: <n>\n` when the
+ *    request holds n > 0 `image_url` parts (over all messages; URLs are never fetched), then
+ *    LOCAL_REPLY_SUFFIX. The text is the message's string content, or its `text` parts joined with `\n`;
+ *    with no user message it is empty.
+ * Then, as a model would: generation ends before the first `stop` sequence (finish_reason `stop`), or
+ * after `max_completion_tokens` / `max_tokens` o200k tokens (finish_reason `length`; tool call arguments
+ * count and are cut the same way). All `n` choices are identical. Sampling parameters and
+ * `reasoning_effort` are accepted and ignored (no reasoning tokens). Prompt tokens: OpenAI's per-message
+ * rule (countPromptTokens below), tool definitions and calls as their JSON text, each image part
+ * IMAGE_PART_TOKENS (OpenAI's low-detail cost), as the gateway's estimate counts them (tokens.ts).
  *
  * Embeddings: random indexing, i.e. feature hashing with a dense pseudo-random vector per feature,
  * summed and L2-normalised. Features are the lowercased words (common function words damped), their
@@ -32,18 +51,18 @@ import { UpstreamError } from './upstream-error.js';
  * `length`); an embeddings request takes at most LOCAL_EMBEDDING_MAX_INPUTS inputs, as OpenAI's does.
  */
 
-export const LOCAL_REPLY_PREFIX = 'You said: ';
-export const LOCAL_REPLY_SUFFIX = "This is a deterministic reply from Gantry's built-in local model.";
+export {
+  LOCAL_IMAGES_PREFIX,
+  LOCAL_REPLY_PREFIX,
+  LOCAL_REPLY_SUFFIX,
+  LOCAL_TOOL_RESULT_PREFIX,
+  localReplyText,
+} from './local/reply.js';
 export const LOCAL_EMBEDDING_DIMENSIONS = 256;
 export const LOCAL_CONTEXT_LENGTH = 128_000;
 export const LOCAL_MAX_OUTPUT_TOKENS = 4096;
 /** OpenAI's limit on the inputs of one embeddings request. */
 export const LOCAL_EMBEDDING_MAX_INPUTS = 2048;
-
-/** The reply a request gets before `stop` and `max_tokens` cut it. */
-export function localReplyText(messages: unknown): string {
-  return `${LOCAL_REPLY_PREFIX}${lastUserText(messages)}\n${LOCAL_REPLY_SUFFIX}`;
-}
 
 export interface LocalProviderConfig {
   name: string;
@@ -147,17 +166,31 @@ export class LocalProvider implements InferenceProvider {
     }
     // Each choice's share of the output cap, as if the model had run out of room for the rest.
     const limit = Math.min(maxTokens(body), Math.max(1, Math.floor(this.maxOutputTokens / n)));
-    const completion = generate(localReplyText(body.messages), limit, stopSequences(body.stop));
-    const usage = usageOf(promptTokens, completion.tokens * n);
+    const answer = play(localReply(body), limit, stopSequences(body.stop));
+    const usage = usageOf(promptTokens, answer.tokens * n);
     const id = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
     const created = Math.floor(Date.now() / 1000);
 
     if (body.stream !== true) {
+      const message =
+        answer.kind === 'text'
+          ? { role: 'assistant', content: answer.content, refusal: null, annotations: [] }
+          : {
+              role: 'assistant',
+              content: null,
+              tool_calls: answer.calls.map((c) => ({
+                id: c.id,
+                type: 'function',
+                function: { name: c.name, arguments: c.arguments },
+              })),
+              refusal: null,
+              annotations: [],
+            };
       const choices = Array.from({ length: n }, (_, index) => ({
         index,
-        message: { role: 'assistant', content: completion.content, refusal: null, annotations: [] },
+        message,
         logprobs: null,
-        finish_reason: completion.finishReason,
+        finish_reason: answer.finishReason,
       }));
       return {
         kind: 'json',
@@ -193,14 +226,36 @@ export class LocalProvider implements InferenceProvider {
       finish_reason: finishReason,
     });
 
+    // One list of deltas, sent for every choice in turn, as the text deltas always were.
+    const deltas: JsonObject[] = [];
+    if (answer.kind === 'text') {
+      deltas.push({ role: 'assistant', content: '', refusal: null });
+      for (const text of answer.deltas) deltas.push({ content: text });
+    } else {
+      // OpenAI's form: the first delta of a call has its index, id, type and name with empty
+      // arguments (the first call's also the role); then the arguments in pieces under the same index.
+      answer.calls.forEach((call, index) => {
+        const head = {
+          index,
+          id: call.id,
+          type: 'function',
+          function: { name: call.name, arguments: '' },
+        };
+        deltas.push(
+          index === 0
+            ? { role: 'assistant', content: null, tool_calls: [head], refusal: null }
+            : { tool_calls: [head] },
+        );
+        for (const piece of call.pieces) {
+          deltas.push({ tool_calls: [{ index, function: { arguments: piece } }] });
+        }
+      });
+    }
     const events: SseEvent[] = [];
-    for (let i = 0; i < n; i++) {
-      events.push(chunk([choice(i, { role: 'assistant', content: '', refusal: null }, null)]));
+    for (const delta of deltas) {
+      for (let i = 0; i < n; i++) events.push(chunk([choice(i, delta, null)]));
     }
-    for (const text of completion.deltas) {
-      for (let i = 0; i < n; i++) events.push(chunk([choice(i, { content: text }, null)]));
-    }
-    for (let i = 0; i < n; i++) events.push(chunk([choice(i, {}, completion.finishReason)]));
+    for (let i = 0; i < n; i++) events.push(chunk([choice(i, {}, answer.finishReason)]));
     if (includeUsage) events.push(chunk([], usage));
     return { kind: 'stream', events: this.paced(events, ctx.signal) };
   }
@@ -372,6 +427,42 @@ function generate(reply: string, limit: number, stops: string[]): Completion {
   return { content, deltas, tokens, finishReason };
 }
 
+interface PlayedCall extends LocalToolCall {
+  id: string;
+  /** `arguments` cut into streamed pieces. */
+  pieces: string[];
+}
+
+type Played =
+  | { kind: 'text'; content: string; deltas: string[]; tokens: number; finishReason: 'stop' | 'length' }
+  | { kind: 'tool_calls'; calls: PlayedCall[]; tokens: number; finishReason: 'tool_calls' | 'length' };
+
+/**
+ * Generates the reply within `limit` tokens. Tool calls: each call's name and arguments count; the
+ * arguments of the call that reaches the limit are cut there (finish_reason `length`) and later calls
+ * are not made. Stop sequences apply to text only, as with OpenAI.
+ */
+function play(reply: LocalReply, limit: number, stops: string[]): Played {
+  if (reply.kind === 'text') return { kind: 'text', ...generate(reply.text, limit, stops) };
+  const calls: PlayedCall[] = [];
+  let tokens = 0;
+  let cut = false;
+  for (const call of reply.calls) {
+    if (tokens >= limit) {
+      cut = true;
+      break;
+    }
+    tokens += countTextTokens(call.name, 'o200k_base');
+    const args = generate(call.arguments, Math.max(1, limit - tokens), []);
+    tokens += args.tokens;
+    cut ||= args.finishReason === 'length';
+    const id = `call_${randomUUID().replaceAll('-', '').slice(0, 24)}`;
+    calls.push({ id, name: call.name, arguments: args.content, pieces: args.deltas });
+    if (cut) break;
+  }
+  return { kind: 'tool_calls', calls, tokens, finishReason: cut ? 'length' : 'tool_calls' };
+}
+
 function maxTokens(body: JsonObject): number {
   return positiveInt(body.max_completion_tokens) ?? positiveInt(body.max_tokens) ?? Number.POSITIVE_INFINITY;
 }
@@ -385,43 +476,20 @@ function positiveInt(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
 }
 
-/** String content as is; content parts: their text parts joined by newlines. */
-function messageText(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  const texts: string[] = [];
-  for (const part of content) {
-    if (part !== null && typeof part === 'object' && typeof (part as JsonObject).text === 'string') {
-      texts.push((part as JsonObject).text as string);
-    }
-  }
-  return texts.join('\n');
-}
-
-function lastUserText(messages: unknown): string {
-  if (!Array.isArray(messages)) return '';
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const m: unknown = messages[i];
-    if (m !== null && typeof m === 'object' && (m as JsonObject).role === 'user') {
-      return messageText((m as JsonObject).content);
-    }
-  }
-  return '';
-}
-
 /**
- * OpenAI's published counting rule for its chat models: 3 tokens of framing per message, 1 more for a
- * `name`, 3 to prime the reply. Tool calls and tool definitions count as their JSON text.
- */
-/**
- * Counts as metering does (src/metering/tokens.ts): as encode_ordinary (text like `<|endoftext|>` in
- * user input is just text), with bounded work over the whole request.
+ * Counts as metering does (tokens.ts): as encode_ordinary (text like `<|endoftext|>` in user input is
+ * just text), with bounded work over the whole request.
  */
 function tokenCounter(): (text: string) => number {
   const budget = new TokenBudget();
   return (text) => countTextTokens(text, 'o200k_base', budget);
 }
 
+/**
+ * OpenAI's published counting rule for its chat models: 3 tokens of framing per message, 1 more for a
+ * `name`, 3 to prime the reply. Tool calls and tool definitions count as their JSON text, images
+ * IMAGE_PART_TOKENS each.
+ */
 function countPromptTokens(body: JsonObject): number {
   const countTokens = tokenCounter();
   let total = 3;
@@ -433,6 +501,7 @@ function countPromptTokens(body: JsonObject): number {
     if (typeof message.name === 'string') total += 1 + countTokens(message.name);
     if (message.tool_calls !== undefined) total += countTokens(JSON.stringify(message.tool_calls));
   }
+  total += countImages(messages) * IMAGE_PART_TOKENS;
   if (Array.isArray(body.tools) && body.tools.length > 0) total += countTokens(JSON.stringify(body.tools));
   return total;
 }

@@ -17,8 +17,9 @@
  * tokens of its role and content, plus 1 and the name's tokens for `name`, plus 3 priming the reply. Beyond
  * the cookbook (estimates): content-part arrays count each text part; an image part counts
  * IMAGE_PART_TOKENS (85, OpenAI's low-detail image cost; real costs grow with size and detail); other parts
- * (audio, files) count 0; `tool_calls` and tool definitions count as their JSON text, as providers/local.ts
- * does (which, unlike this, joins text parts with newlines and counts nothing for images).
+ * (audio, files) count 0, whatever their size (a data: URI's base64 is never counted as text);
+ * `tool_calls` and tool definitions (chat and Responses `tools`) count as their JSON text, as
+ * providers/local.ts does (which, unlike this, joins text parts with newlines).
  * Special-token text such as `<|endoftext|>` in user input counts as ordinary text, as tiktoken's
  * encode_ordinary does.
  */
@@ -422,7 +423,12 @@ function itemTokens(item: unknown, k: Count): number {
       textOrJson(item.arguments, k)
     );
   }
-  if (type === 'function_call_output') return TOKENS_PER_MESSAGE + textOrJson(item.output, k);
+  if (type === 'function_call_output') {
+    // The output is a string or, like a message's content, parts (input_text, input_image, input_file):
+    // an image part costs IMAGE_PART_TOKENS, not its data: URI as JSON text.
+    const output = item.output;
+    return TOKENS_PER_MESSAGE + (Array.isArray(output) ? contentTokens(output, k) : textOrJson(output, k));
+  }
   return TOKENS_PER_MESSAGE + jsonTokens(item, k);
 }
 
@@ -432,17 +438,18 @@ function textOrJson(value: unknown, k: Count): number {
 
 /**
  * Prompt tokens of a Responses request, counted as the chat request it is bridged to
- * (src/responses/bridge.ts): `instructions` as a system message, then `previous` (the history behind
- * previous_response_id), then `input` (a string is one user message).
+ * (src/responses/bridge.ts): `tools` as their JSON text, `instructions` as a system message, then
+ * `previous` (the history behind previous_response_id), then `input` (a string is one user message).
  */
 export function countResponsesInputTokens(
   input: unknown,
   instructions?: string,
-  previous?: ReadonlyArray<{ role: string; content: string }>,
+  previous?: ReadonlyArray<{ role: string; content: unknown }>,
+  tools?: unknown,
   encoding: EncodingName = DEFAULT_ENCODING,
 ): number {
   const k = newCount(encoding);
-  let total = REPLY_PRIMING_TOKENS;
+  let total = REPLY_PRIMING_TOKENS + jsonTokens(tools, k);
   if (instructions) total += messageTokens({ role: 'system', content: instructions }, k);
   for (const m of previous ?? []) total += messageTokens(m, k);
   if (typeof input === 'string') return total + messageTokens({ role: 'user', content: input }, k);

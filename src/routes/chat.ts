@@ -11,7 +11,12 @@ import { resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
-import { applyDefaults, validateChat } from '../inference/validate.js';
+import {
+  applyDefaults,
+  fillOutputLimit,
+  requireImageCapability,
+  validateChatRequest,
+} from '../inference/validate.js';
 import { sendAnswer } from './answer.js';
 
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
@@ -30,9 +35,11 @@ export async function chatCompletions(
   request: InferenceRequest,
   reply: InferenceReply,
 ): Promise<InferenceAnswer> {
-  const body = validateChat(request.body);
+  const { body, firstImage } = validateChatRequest(request.body);
   const requested = body.model as string;
   const model = resolveInferenceModel(gantry, request, requested, 'chat');
+  requireImageCapability(model.entry, firstImage);
+  const defaultOutputLimit = gantry.config.limits.defaultMaxOutputTokens;
   const withDefaults = applyDefaults(body, model.entry.defaults);
   const stream = body.stream === true;
   const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
@@ -48,7 +55,7 @@ export async function chatCompletions(
     api: 'chat',
     model,
     countInputTokens: () => countChatInputTokens(body.messages, { tools: body.tools }),
-    outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
+    outputTokens: maxOutputTokens(upstreamBody, defaultOutputLimit),
     stream,
   });
   const { result, upstreamModel, provider, cancel } = await dispatch(
@@ -57,7 +64,7 @@ export async function chatCompletions(
     reply,
     model,
     upstreamBody,
-    (p, b, ctx) => p.chat(b, ctx),
+    fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit),
     { isPreamble: isRoleOnlyChunk },
   );
   ticket.servedBy(provider.name);

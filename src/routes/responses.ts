@@ -14,7 +14,7 @@ import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
-import { applyDefaults } from '../inference/validate.js';
+import { applyDefaults, fillOutputLimit } from '../inference/validate.js';
 import {
   type ChatMessage,
   chatCompletionToResponse,
@@ -154,7 +154,7 @@ async function bridge(
     reply,
     model,
     upstreamBody,
-    (p, b, ctx) => p.chat(b, ctx),
+    fillOutputLimit((p, b, ctx) => p.chat(b, ctx), gantry.config.limits.defaultMaxOutputTokens),
     { isPreamble: isRoleOnlyChunk },
   );
   ticket.servedBy(provider.name);

@@ -259,6 +259,16 @@ describe('countChatInputTokens', () => {
     expect(countChatInputTokens(messages, { tools })).toBe(expected);
   });
 
+  it('counts an image part at its fixed cost, not its data: URI (a 1 MB one too)', () => {
+    const url = `data:image/png;base64,${Buffer.alloc(750_000, 7).toString('base64')}`;
+    expect(url.length).toBeGreaterThan(1_000_000);
+    const text = { type: 'text', text: 'What is this?' };
+    const withImage = countChatInputTokens([
+      { role: 'user', content: [text, { type: 'image_url', image_url: { url, detail: 'high' } }] },
+    ]);
+    expect(withImage).toBe(countChatInputTokens([{ role: 'user', content: [text] }]) + IMAGE_PART_TOKENS);
+  });
+
   it('skips what is not a message, and counts with cl100k_base on request', () => {
     expect(countChatInputTokens('nope')).toBe(3);
     expect(countChatInputTokens([null, 7, { role: 'user', content: 'hi' }])).toBe(8);
@@ -310,6 +320,40 @@ describe('countResponsesInputTokens', () => {
     const expected =
       3 + (3 + reference('get_weather') + reference('{"city":"Paris"}')) + (3 + reference('{"temp":21}'));
     expect(countResponsesInputTokens(input)).toBe(expected);
+  });
+});
+
+describe('countResponsesInputTokens: tools and images', () => {
+  it('counts tool definitions as their JSON text, as chat does', () => {
+    const tools = [
+      {
+        type: 'function',
+        name: 'get_weather',
+        description: 'Weather of a city',
+        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    ];
+    expect(countResponsesInputTokens('hi', undefined, undefined, tools)).toBe(
+      countResponsesInputTokens('hi') + reference(JSON.stringify(tools)),
+    );
+    expect(countResponsesInputTokens('hi', undefined, undefined, [])).toBe(countResponsesInputTokens('hi'));
+  });
+
+  it('counts an image in a function_call_output at its fixed cost, not its data: URI as JSON text', () => {
+    const url = `data:image/png;base64,${Buffer.alloc(750_000, 7).toString('base64')}`;
+    const input = [
+      {
+        type: 'function_call_output',
+        call_id: 'c1',
+        output: [
+          { type: 'input_text', text: 'the chart' },
+          { type: 'input_image', image_url: url },
+        ],
+      },
+    ];
+    expect(countResponsesInputTokens(input)).toBe(3 + 3 + reference('the chart') + IMAGE_PART_TOKENS);
+    const inMessage = [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }];
+    expect(countResponsesInputTokens(inMessage)).toBe(3 + 3 + reference('user') + IMAGE_PART_TOKENS);
   });
 });
 

@@ -171,7 +171,7 @@ describe('LocalProvider.chat', () => {
     expect(out.usage.total_tokens).toBe(out.usage.prompt_tokens + out.usage.completion_tokens);
   });
 
-  it('joins the text parts of array content and ignores other parts', async () => {
+  it('joins the text parts of array content and counts its images', async () => {
     const out = await complete({
       messages: user([
         { type: 'text', text: 'one' },
@@ -179,7 +179,9 @@ describe('LocalProvider.chat', () => {
         { type: 'text', text: 'two' },
       ]),
     });
-    expect(out.choices[0]?.message.content).toBe(`${LOCAL_REPLY_PREFIX}one\ntwo\n${LOCAL_REPLY_SUFFIX}`);
+    expect(out.choices[0]?.message.content).toBe(
+      `${LOCAL_REPLY_PREFIX}one\ntwo\nImages received: 1\n${LOCAL_REPLY_SUFFIX}`,
+    );
     expect(localReplyText(user('x'))).toBe(`You said: x\n${LOCAL_REPLY_SUFFIX}`);
     expect(localReplyText([{ role: 'system', content: 'only system' }])).toBe(
       `You said: \n${LOCAL_REPLY_SUFFIX}`,
