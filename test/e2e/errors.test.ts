@@ -4,6 +4,7 @@ import { type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropi
 import { type FakeOpenAI, fakeReply, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
+import { ledgerRecords } from '../helpers/usage.js';
 
 let gantry: TestGantry;
 beforeAll(async () => {
@@ -261,6 +262,11 @@ models:
     const last = events.at(-1) as { error: Record<string, unknown> };
     expect(last.error).toMatchObject({ ...OVERLOAD, details: 'Overloaded' });
     expect(events.slice(0, -1).every((e) => !('error' in e))).toBe(true);
+    // The usage record names the same error as the event.
+    const account = g.store.getAccountByName('test');
+    const records = await ledgerRecords(g, account?.id ?? '', 1);
+    const streamed = records.filter((r) => r.stream && r.status === 200 && r.outcome !== 'ok');
+    expect(streamed.at(-1)?.error_id).toBe('UPSTREAM_OVERLOADED');
   });
 
   it('mid-stream overload in a Responses stream: the event’s own code and its envelope agree', async () => {
