@@ -69,7 +69,7 @@ export function fromUpstream(err: UpstreamError): GantryError {
       cause: err,
     });
   }
-  if (status === 429) {
+  if (status === 429 && !isBilling(err)) {
     const headers = err.retryAfter ? { 'retry-after': err.retryAfter } : undefined;
     return new GantryError('RATE_LIMIT_EXCEEDED', {
       message: `The model provider is rate limiting: ${message}`,
@@ -89,14 +89,23 @@ export function fromUpstream(err: UpstreamError): GantryError {
     const id = code === 'previous_response_not_found' ? 'RESPONSE_NOT_FOUND' : 'NOT_FOUND';
     return new GantryError(id, { message, param, code, cause: err });
   }
-  // 401/403/404 from an upstream mean Gantry's own credentials or routing are wrong, not the client's; what
-  // the upstream said about them (it may quote the key, or name internal models) is not relayed.
-  const internal = status === 401 || status === 403 || status === 404;
+  // 401/403/404 from an upstream mean Gantry's own credentials or routing are wrong, not the client's, and
+  // a 429 about billing is Gantry's account with the provider out of quota; what the upstream said about
+  // them (it may quote the key, name internal models or the account's spend) is not relayed.
+  const internal = status === 401 || status === 403 || status === 404 || status === 429;
   return new GantryError('UPSTREAM_ERROR', {
     message: `The model provider failed (it answered HTTP ${status})`,
     details: internal ? '' : details,
     cause: err,
   });
+}
+
+/**
+ * OpenAI's 429 `insufficient_quota` (its type, or its code in older answers; docs "Error codes"): Gantry's
+ * account with the provider has no quota left. Not the client's rate limit, and no wait fixes it.
+ */
+function isBilling(err: UpstreamError): boolean {
+  return err.type === 'insufficient_quota' || err.code === 'insufficient_quota';
 }
 
 /**

@@ -63,6 +63,30 @@ describe('fromUpstream', () => {
     }
   });
 
+  it('makes a 429 about Gantry’s quota with the provider a 502, not the client’s rate limit', () => {
+    const quota = [
+      { type: 'insufficient_quota', code: 'credit_balance_exhausted' },
+      { type: 'insufficient_quota', code: null },
+      { type: 'requests', code: 'insufficient_quota' },
+    ];
+    for (const extra of quota) {
+      const err = status(429, {
+        upstreamMessage: 'You exceeded your current quota',
+        retryAfter: '5',
+        ...extra,
+      });
+      expect([err.errorId, err.status, err.code, err.details, err.headers], JSON.stringify(extra)).toEqual([
+        'UPSTREAM_ERROR',
+        502,
+        'upstream_error',
+        '',
+        undefined,
+      ]);
+    }
+    const limited = status(429, { type: 'requests', code: 'rate_limit_exceeded', upstreamMessage: 'x' });
+    expect([limited.errorId, limited.status]).toEqual(['RATE_LIMIT_EXCEEDED', 429]);
+  });
+
   it('makes every overload one 503 with Retry-After, the upstream’s or 1 s', () => {
     const overloads = [
       status(503),
