@@ -192,7 +192,8 @@ function parseErrorBody(text: string): ErrorFields {
   return {
     upstreamMessage: e.message,
     ...(typeof e.param === 'string' ? { param: e.param } : {}),
-    ...(typeof e.code === 'string' || e.code === null ? { code: e.code } : {}),
+    // A code of digits is a status (vLLM sends 404, LiteLLM "404"), not OpenAI's kind of code.
+    ...((typeof e.code === 'string' && !/^\d+$/.test(e.code)) || e.code === null ? { code: e.code } : {}),
     ...(typeof e.type === 'string' ? { type: e.type } : {}),
   };
 }

@@ -15,7 +15,8 @@ export class UpstreamError extends Error {
   /**
    * The upstream's error `code` as its body said it: a string (OpenAI's `previous_response_not_found`,
    * `context_length_exceeded`, …), null when the body had `"code": null`, undefined when it had none
-   * (Anthropic's bodies, HTML pages; a number such as vLLM's is its HTTP status, not a code).
+   * (Anthropic's bodies, HTML pages; a number such as vLLM's 404, or LiteLLM's "404", is an HTTP status,
+   * not a code).
    */
   readonly code: string | null | undefined;
   /** The upstream's error `type` (OpenAI's or Anthropic's, e.g. `overloaded_error`), when it sent one. */

@@ -462,8 +462,12 @@ describe('upstream errors reach the SDK as the upstream sent them', () => {
     expect(fake.requests[0]?.path).toBe('/v1/responses');
 
     fake.reset();
-    fake.enqueue({ status: 404 }, { status: 404, error: { message: 'Not here', code: null } });
-    for (const label of ['model_not_found', 'no code']) {
+    fake.enqueue(
+      { status: 404 },
+      { status: 404, error: { message: 'Not here', code: null } },
+      { status: 404, error: { message: "The model 'fake-model' does not exist", code: '404' } },
+    );
+    for (const label of ['model_not_found', 'no code', 'a status as code (LiteLLM)']) {
       const missing = await chat();
       expect(missing, label).toBeInstanceOf(OpenAI.InternalServerError);
       expect(missing.status, label).toBe(502);
