@@ -29,9 +29,12 @@
  *   BENCH_RENAME=1 / --rename      add a Gantry target whose route renames the model upstream
  *   BENCH_PROFILE=1 / --profile    run Gantry under `node --cpu-prof` and print where its time went
  *   BENCH_PROFILE_TARGET           which Gantry to profile: gantry (default), gantry-limits, gantry-redis
- *   BENCH_PHASES                   which measurements: latency,throughput,stream,predictions (all); e.g. for
- *                                  profiling. `predictions` is bench/predictions.ts (its settings: BENCH_PRED_*,
- *                                  listed there); BENCH_PHASES=predictions runs it alone (~1 min)
+ *   BENCH_PHASES                   which measurements: latency,throughput,stream,predictions (all), and
+ *                                  anthropic (not in the default set); e.g. for profiling. `predictions` is
+ *                                  bench/predictions.ts (its settings: BENCH_PRED_*, listed there);
+ *                                  BENCH_PHASES=predictions runs it alone (~1 min). `anthropic` is the
+ *                                  Anthropic-translation lane, bench/anthropic.ts (BENCH_ANTHROPIC_*, listed
+ *                                  there); BENCH_PHASES=anthropic runs it alone
  *   BENCH_OUT                      JSON output file (bench/results/latest.json)
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
@@ -55,6 +58,7 @@ import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { type AnthropicLaneResult, runAnthropicLane } from './anthropic.js';
 import {
   adoptPid,
   type Child,
@@ -114,7 +118,7 @@ function phaseSet(raw: string | undefined): string[] {
   const all = ['latency', 'throughput', 'stream', 'predictions'];
   if (raw === undefined || raw.trim() === '') return all;
   const chosen = raw.split(',').map((s) => s.trim());
-  const unknown = chosen.filter((p) => !all.includes(p));
+  const unknown = chosen.filter((p) => !all.includes(p) && p !== 'anthropic');
   if (unknown.length > 0)
     throw new Error(`BENCH_PHASES: unknown ${unknown.join(', ')} (use ${all.join(', ')})`);
   return chosen;
@@ -632,6 +636,38 @@ async function main(): Promise<number> {
         log,
       })
     : undefined;
+  // ---- the Anthropic-translation lane: bench/anthropic.ts, its own children, before the chat targets ----
+  let anthropicLane: AnthropicLaneResult | undefined;
+  if (settings.phases.includes('anthropic')) {
+    anthropicLane = await runAnthropicLane({
+      root: ROOT,
+      quick,
+      rounds: settings.rounds,
+      chunks: settings.chunks,
+      gantryBin: settings.gantryBin,
+      log,
+    });
+    process.stdout.write(`${anthropicLane.text}\n`);
+    const rest = settings.phases.filter((p) => p !== 'anthropic' && p !== 'predictions');
+    if (rest.length === 0 && !predictions) {
+      await cleanup();
+      const durationS = Math.round((Date.now() - started) / 100) / 10;
+      mkdirSync(resultsDir, { recursive: true });
+      writeFileSync(
+        settings.out,
+        toJsonText({
+          version: 1,
+          date: new Date().toISOString(),
+          durationS,
+          host,
+          anthropic: anthropicLane.json,
+          errors: anthropicLane.errors,
+        }),
+      );
+      log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
+      return anthropicLane.errors.length > 0 ? 1 : 0;
+    }
+  }
   if (predictions && settings.phases.length === 1) {
     await cleanup();
     const durationS = Math.round((Date.now() - started) / 100) / 10;
@@ -1348,6 +1384,10 @@ async function main(): Promise<number> {
   );
   json.memory = memory;
 
+  if (anthropicLane) {
+    json.anthropic = anthropicLane.json;
+    errors.push(...anthropicLane.errors.map((e) => `anthropic: ${e}`));
+  }
   if (predictions) {
     json.predictions = predictions.json;
     verdicts.push(...predictions.verdicts);

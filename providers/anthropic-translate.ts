@@ -355,6 +355,7 @@ function streamedError(provider: string, data: JsonObject): UpstreamError {
   return new UpstreamError('status', provider, `${provider} reported an error in the stream`, {
     status: statusOfErrorType(error.type),
     upstreamMessage: message,
+    ...(typeof error.type === 'string' ? { type: error.type } : {}),
   });
 }
 

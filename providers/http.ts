@@ -126,24 +126,10 @@ export class UpstreamClient {
   }
 
   private statusError(status: number, headers: IncomingHttpHeaders, text: string): UpstreamError {
-    let upstreamMessage: string | undefined;
-    let param: string | undefined;
-    try {
-      const parsed = JSON.parse(text) as { error?: { message?: unknown; param?: unknown } | string };
-      const error = parsed.error;
-      if (typeof error === 'string') upstreamMessage = error;
-      else if (error && typeof error.message === 'string') {
-        upstreamMessage = error.message;
-        if (typeof error.param === 'string') param = error.param;
-      }
-    } catch {
-      if (text.length > 0 && text.length < 500) upstreamMessage = text;
-    }
     const retryAfter = headers['retry-after'];
     return new UpstreamError('status', this.provider, `${this.provider} answered HTTP ${status}`, {
       status,
-      ...(upstreamMessage === undefined ? {} : { upstreamMessage }),
-      ...(param === undefined ? {} : { param }),
+      ...parseErrorBody(text),
       ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
     });
   }
@@ -176,6 +162,39 @@ export class UpstreamClient {
     return new UpstreamError('connect', p, `could not reach ${p}: ${code || (err as Error).message}`, {
       cause: err,
     });
+  };
+}
+
+interface ErrorFields {
+  upstreamMessage?: string;
+  param?: string;
+  code?: string | null;
+  type?: string;
+}
+
+/**
+ * The facts of an error body: OpenAI's `{"error": {message, type, param, code}}`, Anthropic's
+ * `{"type": "error", "error": {type, message}}`, a bare `{"error": "text"}`, or short plain text. Only the
+ * fields the body really had are set (see UpstreamError.code for what absent and null mean).
+ */
+function parseErrorBody(text: string): ErrorFields {
+  let parsed: { error?: unknown };
+  try {
+    parsed = JSON.parse(text) as { error?: unknown };
+  } catch {
+    return text.length > 0 && text.length < 500 ? { upstreamMessage: text } : {};
+  }
+  const error = parsed?.error;
+  if (typeof error === 'string') return { upstreamMessage: error };
+  if (error === null || typeof error !== 'object') return {};
+  const e = error as { message?: unknown; param?: unknown; code?: unknown; type?: unknown };
+  if (typeof e.message !== 'string') return {};
+  return {
+    upstreamMessage: e.message,
+    ...(typeof e.param === 'string' ? { param: e.param } : {}),
+    // A code of digits is a status (vLLM sends 404, LiteLLM "404"), not OpenAI's kind of code.
+    ...((typeof e.code === 'string' && !/^\d+$/.test(e.code)) || e.code === null ? { code: e.code } : {}),
+    ...(typeof e.type === 'string' ? { type: e.type } : {}),
   };
 }
 

@@ -133,25 +133,41 @@ export class OpenAIProvider implements InferenceProvider {
     return error !== null && typeof error === 'object' ? this.streamedError(data) : undefined;
   }
 
-  /** Error events: vLLM's `{"error": {message, code}}`, or a Responses `error` event `{message, code}`. */
+  /**
+   * Error events: vLLM's `{"error": {message, type, code: <HTTP status>}}`, or a Responses `error` event
+   * `{message, code: <OpenAI code>}` whose code says the status where it is one of overload or rate limit.
+   */
   private streamedError(data: string): UpstreamError {
     let message = 'upstream error';
     let status = 502;
+    let code: string | undefined;
     try {
       type ErrorBody = { message?: unknown; code?: unknown };
       const parsed = JSON.parse(data) as ErrorBody & { error?: ErrorBody };
       const body: ErrorBody = parsed.error ?? parsed;
       if (typeof body.message === 'string') message = body.message;
       if (typeof body.code === 'number') status = body.code;
+      else if (typeof body.code === 'string') {
+        code = body.code;
+        status = STATUS_OF_STREAMED_CODE[code] ?? 502;
+      }
     } catch {
       // keep the generic message
     }
     return new UpstreamError('status', this.name, `${this.name} reported an error in the stream`, {
       status,
       upstreamMessage: message,
+      ...(code === undefined ? {} : { code }),
     });
   }
 }
+
+/** OpenAI error codes of a stream `error` event that stand for an HTTP status (docs: "Error codes"). */
+const STATUS_OF_STREAMED_CODE: Readonly<Record<string, number>> = {
+  server_is_overloaded: 503,
+  rate_limit_exceeded: 429,
+  slow_down: 429,
+};
 
 function isResponsesEnd(event: SseEvent): boolean {
   return event.event !== undefined && RESPONSES_TERMINAL_EVENTS.has(event.event);

@@ -714,14 +714,14 @@ export function envelopeProblem(body: unknown, status: number): string | undefin
     // REST envelope.
     if (b.status !== false || typeof b.response !== 'string') return 'REST envelope without status/response';
     const extra = Object.keys(error).filter(
-      (k) => !['http_status', 'message', 'details', 'error_id'].includes(k),
+      (k) => !['http_status', 'message', 'details', 'error_id', 'type', 'code'].includes(k),
     );
     if (extra.length > 0) return `REST envelope with ${extra.join(', ')}`;
-    return undefined;
   }
-  // Inference envelope.
+  // Both envelopes carry OpenAI's type and code.
   if (error.type !== entry.type) return `type ${String(error.type)}, the catalogue says ${entry.type}`;
   if (error.code !== id.toLowerCase()) return `code ${String(error.code)}`;
+  if ('status' in b) return undefined;
   if (!(error.param === null || typeof error.param === 'string')) return 'param neither null nor a string';
   return undefined;
 }

@@ -66,6 +66,12 @@ const catalog = {
   METHOD_NOT_ALLOWED: { status: 405, type: 'invalid_request_error', message: 'Method not allowed' },
   /** Gantry extension: the request (headers or body) did not arrive within the server's timeouts. */
   REQUEST_TIMEOUT: { status: 408, type: 'invalid_request_error', message: 'Request not received in time' },
+  /** Gantry extension: an upstream's 409, relayed (the request conflicts with a resource's state). */
+  CONFLICT: {
+    status: 409,
+    type: 'invalid_request_error',
+    message: 'The request conflicts with the current state of the resource',
+  },
   PREDICTION_NOT_CANCELLABLE: {
     status: 409,
     type: 'invalid_request_error',
@@ -100,6 +106,15 @@ const catalog = {
   UPSTREAM_ERROR: { status: 502, type: 'server_error', message: 'Upstream provider error' },
   /** Gantry extension: a dependency (the shared rate limiter) is down and the policy is to refuse. */
   SERVICE_UNAVAILABLE: { status: 503, type: 'server_error', message: 'Service temporarily unavailable' },
+  /**
+   * Gantry extension: the model's provider is overloaded (its 503, Anthropic's 529) and no other route
+   * could take the call; sent with Retry-After. Its code is OpenAI's `server_is_overloaded`.
+   */
+  UPSTREAM_OVERLOADED: {
+    status: 503,
+    type: 'server_error',
+    message: 'The model provider is overloaded; retry later',
+  },
   PREDICTION_ERROR: { status: 503, type: 'server_error', message: 'Prediction could not be created; retry' },
   /** Gantry extension: an upstream did not answer in time. */
   UPSTREAM_TIMEOUT: { status: 504, type: 'timeout_error', message: 'Upstream provider timed out' },
@@ -119,10 +134,11 @@ export interface GantryErrorOptions {
   /** Overrides the catalogue's status, e.g. to relay an upstream 400 as is. */
   status?: number;
   /**
-   * OpenAI's error `code` in the inference envelope when a more precise one applies (an upstream's own
-   * code, `context_length_exceeded`, `content_filter`); by default the error id in lower case.
+   * OpenAI's error `code` when a more precise one applies (an upstream's own code,
+   * `context_length_exceeded`, `content_filter`), or null where the upstream relayed sent `"code": null`;
+   * by default the error id in lower case.
    */
-  code?: string;
+  code?: string | null;
   headers?: Record<string, string>;
   cause?: unknown;
 }
@@ -134,8 +150,8 @@ export class GantryError extends Error {
   readonly details: string | Record<string, unknown>;
   readonly param: string | null;
   readonly headers: Record<string, string> | undefined;
-  /** The inference envelope's `code`. */
-  readonly code: string;
+  /** OpenAI's `code`, in both envelopes. */
+  readonly code: string | null;
 
   constructor(errorId: ErrorId, options: GantryErrorOptions = {}) {
     const entry: CatalogEntry = catalog[errorId];
@@ -147,7 +163,7 @@ export class GantryError extends Error {
     this.details = options.details ?? '';
     this.param = options.param ?? null;
     this.headers = options.headers;
-    this.code = options.code ?? errorId.toLowerCase();
+    this.code = options.code === undefined ? errorId.toLowerCase() : options.code;
   }
 }
 
@@ -155,7 +171,11 @@ export function invalidParameter(param: string, message: string): GantryError {
   return new GantryError('INVALID_PARAMETER', { param, message });
 }
 
-/** The unified REST envelope (spec 7.1 shape 1): models, predictions, auth. */
+/**
+ * The unified REST envelope (spec 7.1 shape 1): models, predictions, auth. Its `error` also carries
+ * OpenAI's `type` and `code` (additions the spec's clients ignore), so the OpenAI SDK's `err.type` and
+ * `err.code` are set on REST routes too, e.g. `client.models.retrieve()` of an unknown model.
+ */
 export function restEnvelope(err: GantryError): Record<string, unknown> {
   return {
     status: false,
@@ -165,6 +185,8 @@ export function restEnvelope(err: GantryError): Record<string, unknown> {
       message: err.message,
       details: err.details,
       error_id: err.errorId,
+      type: err.type,
+      code: err.code,
     },
   };
 }

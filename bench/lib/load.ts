@@ -14,6 +14,10 @@ export interface RequestSpec {
   headers: Record<string, string>;
   body: Buffer;
   stream: boolean;
+  /** Streams: the bytes of the first content event (OpenAI's `"delta":{"content":"` by default). */
+  contentMarker?: Buffer;
+  /** Streams: the bytes a complete stream ends with (OpenAI's `data: [DONE]` by default). */
+  endMarker?: Buffer;
 }
 
 /** How long a phase runs: a number of requests, or a time window; both after a warm-up. */
@@ -66,6 +70,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   constructor(
     readonly stream: boolean,
     private readonly done: Done,
+    private readonly content: Buffer = CONTENT,
+    private readonly end: Buffer = DONE,
   ) {}
 
   onConnect(): void {}
@@ -80,17 +86,18 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.stream) {
       if (this.firstContent === 0) {
         const hay = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
-        if (hay.indexOf(CONTENT) !== -1) {
+        if (hay.indexOf(this.content) !== -1) {
           this.firstContent = performance.now();
           this.carry = null;
         } else {
-          this.carry = Buffer.from(hay.subarray(Math.max(0, hay.length - CONTENT.length + 1)));
+          this.carry = Buffer.from(hay.subarray(Math.max(0, hay.length - this.content.length + 1)));
         }
       }
+      const end = this.end;
       this.last =
-        chunk.length >= DONE.length
-          ? chunk.subarray(chunk.length - DONE.length)
-          : Buffer.concat([this.last, chunk]).subarray(-DONE.length);
+        chunk.length >= end.length
+          ? chunk.subarray(chunk.length - end.length)
+          : Buffer.concat([this.last, chunk]).subarray(-end.length);
     } else {
       this.last = chunk;
     }
@@ -105,7 +112,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   private problem(): Error | null {
     if (this.status !== 200) return new Error(`HTTP ${this.status}`);
     if (this.stream) {
-      if (!this.last.equals(DONE)) return new Error('stream did not end with [DONE]');
+      if (!this.last.equals(this.end))
+        return new Error(`stream did not end with ${this.end.toString().trim()}`);
       if (this.firstContent === 0) return new Error('stream had no content chunk');
     } else if (this.bytes === 0 || this.last[this.last.length - 1] !== 0x7d /* } */) {
       return new Error('JSON body missing or cut');
@@ -182,7 +190,12 @@ export function drive(dispatcher: Dispatcher, spec: RequestSpec, plan: Plan): Pr
       inflight++;
       const start = performance.now();
       if (plan.kind === 'count' && index === plan.warmup) firstMeasuredStart = start;
-      const exchange = new Exchange(spec.stream, (ex, err) => settle(ex, err, index, start));
+      const exchange = new Exchange(
+        spec.stream,
+        (ex, err) => settle(ex, err, index, start),
+        spec.contentMarker,
+        spec.endMarker,
+      );
       try {
         dispatcher.dispatch(options, exchange);
       } catch (err) {

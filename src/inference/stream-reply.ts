@@ -123,6 +123,8 @@ export async function sendStream(
       outcome = 'client_aborted';
     } else {
       const gantryError = err instanceof UpstreamError ? fromUpstream(err) : toGantryError(err as Error);
+      // The usage record names the error the client was sent (an overload, a timeout), as for JSON answers.
+      request.errorId = gantryError.errorId;
       outcome = 'upstream_error';
       options.onFailure?.();
       request.log.warn({ err }, 'stream failed mid-way');

@@ -12,14 +12,23 @@ const STATUSES = new Set(['operational', 'degraded', 'offline']);
 
 type Query = Record<string, string | undefined>;
 
-/** GET /v1/models and GET /v1/models/{slug} (spec 4.1, 4.2), shaped for spec clients and the OpenAI SDK. */
+/**
+ * GET /v1/models and GET /v1/models/{slug} (spec 4.1, 4.2), shaped for spec clients and the OpenAI SDK.
+ *
+ * The list answers both kinds of client in one body. `models` and `has_more` are the spec's page (ten by
+ * default). `data` is OpenAI's list, which OpenAI clients read as complete (the SDK's models.list() never
+ * asks for a second page): every model that matches, unless the request pages explicitly (limit, offset,
+ * page or per_page), when it is the same page as `models`.
+ */
 export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void {
   app.get('/v1/models', async (request) => {
     const query = request.query as Query;
-    const { offset, limit } = readPage(query);
+    const page = readPage(query);
     const models = gantry.catalog.visibleTo(principalOf(request).account).filter(matches(query));
+    const { offset, limit } = page;
     const items = models.slice(offset, offset + limit).map((m) => m.view);
-    return { object: 'list', data: items, models: items, has_more: offset + limit < models.length };
+    const data = page.explicit || models.length <= limit ? items : models.map((m) => m.view);
+    return { object: 'list', data, models: items, has_more: offset + limit < models.length };
   });
   rejectOtherMethods(app, '/v1/models', ['GET']);
 
@@ -39,15 +48,17 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
   rejectOtherMethods(app, '/v1/models/*', ['GET']);
 }
 
-function readPage(query: Query): { offset: number; limit: number } {
+/** The spec's page; `explicit` when the client asked for one (any paging parameter). */
+function readPage(query: Query): { offset: number; limit: number; explicit: boolean } {
   if (query.page !== undefined || query.per_page !== undefined) {
     const perPage = readInt(query, 'per_page', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE);
     const page = readInt(query, 'page', 1, 1, Number.MAX_SAFE_INTEGER);
-    return { offset: (page - 1) * perPage, limit: perPage };
+    return { offset: (page - 1) * perPage, limit: perPage, explicit: true };
   }
   return {
     offset: readInt(query, 'offset', 0, 0, Number.MAX_SAFE_INTEGER),
     limit: readInt(query, 'limit', DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE),
+    explicit: query.offset !== undefined || query.limit !== undefined,
   };
 }
 

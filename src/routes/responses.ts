@@ -182,7 +182,7 @@ async function bridge(
 function responsesErrorEvent(err: GantryError, eventsWritten: number): SseEvent {
   const body = {
     type: 'error',
-    code: err.errorId.toLowerCase(),
+    code: err.code,
     message: err.message,
     param: err.param,
     sequence_number: eventsWritten,

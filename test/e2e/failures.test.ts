@@ -174,13 +174,22 @@ function text(chunks: Chunk[]): string {
   return chunks.map((c) => c.choices[0]?.delta.content ?? '').join('');
 }
 
-/** The inference envelope, all of it: the SDK's class comes from `type`, spec clients read error_id. */
-function expectEnvelope(error: unknown, errorId: string, status: number, type: string): void {
+/**
+ * The inference envelope, all of it: the SDK's class comes from `type`, spec clients read error_id.
+ * `code` is the error id in lower case unless an upstream's own code is relayed.
+ */
+function expectEnvelope(
+  error: unknown,
+  errorId: string,
+  status: number,
+  type: string,
+  code: string | null = errorId.toLowerCase(),
+): void {
   expect(error).toEqual({
     message: expect.any(String),
     type,
     param: error !== null && typeof error === 'object' && 'param' in error ? error.param : 'missing',
-    code: errorId.toLowerCase(),
+    code,
     error_id: errorId,
     details: expect.any(String),
     http_status: status,
@@ -223,14 +232,19 @@ async function rawPost(path: string, body: unknown): Promise<RawStream> {
 }
 
 /** A chat stream that broke after some content: content chunks first, then one error event, no [DONE]. */
-function expectErrorEventLast(raw: RawStream, errorId: string, status: number): Record<string, unknown> {
+function expectErrorEventLast(
+  raw: RawStream,
+  errorId: string,
+  status: number,
+  code: string = errorId.toLowerCase(),
+): Record<string, unknown> {
   expect(raw.status).toBe(200);
   expect(raw.contentType).toMatch(/^text\/event-stream/);
   expect(raw.body.endsWith('\n\n')).toBe(true);
   expect(raw.body).not.toContain('[DONE]');
   const last = JSON.parse(raw.data.at(-1) ?? '{}') as { error?: Record<string, unknown> };
   const type = status === 504 ? 'timeout_error' : 'server_error';
-  expectEnvelope(last.error, errorId, status, type);
+  expectEnvelope(last.error, errorId, status, type, code);
   for (const data of raw.data.slice(0, -1)) {
     const chunk = JSON.parse(data) as Chunk;
     assertOpenAISchema('CreateChatCompletionStreamResponse', chunk);
@@ -246,7 +260,9 @@ describe('upstream errors become the right SDK exceptions', () => {
     expect(err.status).toBe(400);
     expect(err.message).toContain("Invalid value for 'logit_bias'.");
     expect(err.param).toBe('logit_bias');
-    expectEnvelope(err.error, 'INVALID_REQUEST', 400, 'invalid_request_error');
+    // The upstream's `"code": null` is relayed as it is, not replaced by Gantry's.
+    expect(err.code).toBeNull();
+    expectEnvelope(err.error, 'INVALID_REQUEST', 400, 'invalid_request_error', null);
 
     // The same for a stream request: the error comes before any byte of a stream.
     a.enqueue({ status: 400, error: { message: 'messages[0] is too long' } });
@@ -298,19 +314,34 @@ describe('upstream errors become the right SDK exceptions', () => {
     expect(JSON.stringify(missing.error)).not.toContain('model-a');
   });
 
-  it('a 500, a 503 or an HTML error page is a 502 UPSTREAM_ERROR', async () => {
-    a.enqueue(
-      { status: 500 },
-      { status: 503, error: { message: 'engine overloaded' } },
-      { status: 502, errorBody: '<html><body>Bad gateway</body></html>' },
-    );
-    for (const upstream of [500, 503, 502]) {
+  it('a 500 or an HTML error page is a 502 UPSTREAM_ERROR', async () => {
+    a.enqueue({ status: 500 }, { status: 502, errorBody: '<html><body>Bad gateway</body></html>' });
+    for (const upstream of [500, 502]) {
       const err = await chatError('solo/chat');
       expect(err, String(upstream)).toBeInstanceOf(OpenAI.InternalServerError);
       expect(err.status, String(upstream)).toBe(502);
       expectEnvelope(err.error, 'UPSTREAM_ERROR', 502, 'server_error');
     }
-    expect(a.requests).toHaveLength(3);
+    expect(a.requests).toHaveLength(2);
+  });
+
+  it('a 503 is a 503 UPSTREAM_OVERLOADED with the upstream’s Retry-After, else 1 s', async () => {
+    a.enqueue(
+      { status: 503, retryAfter: '12', error: { message: 'engine overloaded' } },
+      { status: 503, error: { message: 'engine overloaded', code: 'server_is_overloaded' } },
+    );
+    const err = await chatError('solo/chat');
+    expect(err).toBeInstanceOf(OpenAI.InternalServerError);
+    expect(err.status).toBe(503);
+    expect(err.headers?.get('retry-after')).toBe('12');
+    expect(err.code).toBe('server_is_overloaded');
+    expectEnvelope(err.error, 'UPSTREAM_OVERLOADED', 503, 'server_error', 'server_is_overloaded');
+    expect((err.error as { details: string }).details).toBe('engine overloaded');
+
+    const again = await chatError('solo/chat');
+    expect(again.status).toBe(503);
+    expect(again.headers?.get('retry-after')).toBe('1');
+    expect(a.requests).toHaveLength(2);
   });
 
   it('a JSON body that is not JSON is a 502', async () => {
@@ -330,7 +361,8 @@ describe('upstream errors become the right SDK exceptions', () => {
     const bad = await chatError('solo/claude');
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
     expect(bad.message).toContain('text content blocks must be non-empty');
-    expectEnvelope(bad.error, 'INVALID_REQUEST', 400, 'invalid_request_error');
+    // OpenAI sends no code for a plain invalid request, and neither does Gantry for Anthropic's.
+    expectEnvelope(bad.error, 'INVALID_REQUEST', 400, 'invalid_request_error', null);
 
     const limited = await chatError('solo/claude');
     expect(limited).toBeInstanceOf(OpenAI.RateLimitError);
@@ -342,8 +374,9 @@ describe('upstream errors become the right SDK exceptions', () => {
 
     const overloaded = await chatError('solo/claude');
     expect(overloaded).toBeInstanceOf(OpenAI.InternalServerError);
-    expect(overloaded.status).toBe(502);
-    expectEnvelope(overloaded.error, 'UPSTREAM_ERROR', 502, 'server_error');
+    expect(overloaded.status).toBe(503);
+    expect(overloaded.headers?.get('retry-after')).toBe('1');
+    expectEnvelope(overloaded.error, 'UPSTREAM_OVERLOADED', 503, 'server_error', 'server_is_overloaded');
   });
 });
 
@@ -550,8 +583,10 @@ describe('broken streams end cleanly', () => {
       stream: true,
     });
     expect(raw.data).toHaveLength(4);
-    const error = expectErrorEventLast(raw, 'UPSTREAM_ERROR', 502);
+    // vLLM's code is the HTTP status: 503 is an overload, reported as such (message, status and code agree).
+    const error = expectErrorEventLast(raw, 'UPSTREAM_OVERLOADED', 503, 'server_is_overloaded');
     expect(error.details).toContain('CUDA out of memory');
+    expect(error.message).not.toContain('HTTP');
 
     a.enqueue({ errorEvent: { afterChunks: 3, message: 'CUDA out of memory', code: 503 } });
     const stream = await client.chat.completions.create({
@@ -601,7 +636,11 @@ describe('broken streams end cleanly', () => {
     // message_start, content_block_start, ping, two text deltas → role chunk + two content chunks
     expect(text(items)).toBe(anthropicFakeReply(LONG).split(' ').slice(0, 2).join(' '));
     expect(error).toBeInstanceOf(OpenAI.APIError);
-    expect((error as ApiError).error).toMatchObject({ error_id: 'UPSTREAM_ERROR' });
+    expect((error as ApiError).error).toMatchObject({
+      error_id: 'UPSTREAM_OVERLOADED',
+      http_status: 503,
+      code: 'server_is_overloaded',
+    });
 
     claude.enqueue({ closeAfterEvents: 5 });
     const raw = await rawPost('/chat/completions', {

@@ -95,9 +95,20 @@ describe('GET /v1/models', () => {
       expect(status, query).toBe(400);
       expect(body).toMatchObject({
         status: false,
-        error: { error_id: 'INVALID_PARAMETER', http_status: 400 },
+        error: {
+          error_id: 'INVALID_PARAMETER',
+          http_status: 400,
+          type: 'invalid_request_error',
+          code: 'invalid_parameter',
+        },
       });
     }
+    const err = await client.models.list({ query: { limit: 0 } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.BadRequestError>).code).toBe('invalid_parameter');
   });
 
   it('works through the official SDK', async () => {
@@ -133,13 +144,33 @@ describe('GET /v1/models/{slug}', () => {
   it('answers 404 MODEL_NOT_FOUND for unknown and for invisible models', async () => {
     const unknown = await get('/v1/models/nobody/nothing');
     expect(unknown.status).toBe(404);
-    expect(unknown.body).toMatchObject({
+    // The spec's REST envelope, with OpenAI's type and code added inside `error`.
+    expect(unknown.body).toEqual({
       status: false,
-      error: { error_id: 'MODEL_NOT_FOUND', http_status: 404 },
+      response: 'Model nobody/nothing not found',
+      error: {
+        http_status: 404,
+        message: 'Model nobody/nothing not found',
+        details: 'GET /v1/models lists the models your key may use.',
+        error_id: 'MODEL_NOT_FOUND',
+        type: 'not_found_error',
+        code: 'model_not_found',
+      },
     });
     const hidden = await get('/v1/models/acme/secret-chat', gantry.otherKey);
     expect(hidden.status).toBe(404);
-    await expect(client.models.retrieve('nobody/nothing')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    expect(hidden.body).toEqual(
+      expect.objectContaining({ error: expect.objectContaining({ code: 'model_not_found' }) }),
+    );
+    const err = await client.models.retrieve('nobody/nothing').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
+    const notFound = err as InstanceType<typeof OpenAI.NotFoundError>;
+    expect(notFound.status).toBe(404);
+    expect(notFound.code).toBe('model_not_found');
+    expect(notFound.type).toBe('not_found_error');
   });
 });
 
@@ -154,7 +185,12 @@ describe('authentication', () => {
     expect(missing.status).toBe(401);
     expect(missing.body).toMatchObject({
       status: false,
-      error: { error_id: 'UNAUTHORIZED', http_status: 401 },
+      error: {
+        error_id: 'UNAUTHORIZED',
+        http_status: 401,
+        type: 'authentication_error',
+        code: 'unauthorized',
+      },
     });
     expect((await get('/v1/models', 'gty_not-a-real-key')).status).toBe(401);
 
@@ -189,5 +225,81 @@ describe('authentication', () => {
     expect(gantry.store.listKeys(account?.id)[0]?.lastUsedAt).toMatch(/^\d{4}-\d\d-\d\dT/);
     gantry = await startGantry(LOCAL_CONFIG);
     client = new OpenAI({ baseURL: gantry.baseURL, apiKey: gantry.key, maxRetries: 0 });
+  });
+});
+
+describe('a catalogue longer than a page (30 models)', () => {
+  const COUNT = 30;
+  const ids = Array.from({ length: COUNT }, (_, i) => `many/model-${String(i + 1).padStart(2, '0')}`);
+  let big: TestGantry;
+  let bigClient: OpenAI;
+
+  beforeAll(async () => {
+    const entries = ids
+      .map(
+        (id) => `
+  - namespace: ${id}
+    name: ${id}
+    type: text
+    vendor: { name: Many, slug: many }
+    routes: [{ provider: local, model: local-chat }]`,
+      )
+      .join('');
+    big = await startGantry(`
+providers:
+  local: { kind: local }
+models:${entries}
+`);
+    bigClient = new OpenAI({ baseURL: big.baseURL, apiKey: big.key, maxRetries: 0 });
+  });
+  afterAll(() => big?.close());
+
+  const bigGet = async (path: string) => {
+    const res = await fetch(big.origin + path, { headers: { 'x-api-key': big.key } });
+    expect(res.status).toBe(200);
+    return (await res.json()) as {
+      data: Array<{ id: string }>;
+      models: Array<{ id: string }>;
+      has_more: boolean;
+    };
+  };
+
+  it('the official SDK sees every model, with list() and with auto-pagination', async () => {
+    const page = await bigClient.models.list();
+    expect(page.data.map((m) => m.id)).toEqual(ids);
+    expect(page.hasNextPage()).toBe(false);
+    const seen: string[] = [];
+    for await (const model of bigClient.models.list()) seen.push(model.id);
+    expect(seen).toEqual(ids);
+  });
+
+  it('a spec client gets ten per page with has_more, and pages through all of them', async () => {
+    const first = await bigGet('/v1/models');
+    assertOpenAISchema('ListModelsResponse', first);
+    expect(first.models.map((m) => m.id)).toEqual(ids.slice(0, 10));
+    expect(first.has_more).toBe(true);
+    // The OpenAI list of the same answer is complete.
+    expect(first.data.map((m) => m.id)).toEqual(ids);
+
+    const paged: string[] = [];
+    for (let offset = 0, more = true; more; offset += 10) {
+      const body = await bigGet(`/v1/models?offset=${offset}`);
+      expect(body.models.length).toBeLessThanOrEqual(10);
+      // Paging explicitly pages both lists alike.
+      expect(body.data).toEqual(body.models);
+      paged.push(...body.models.map((m) => m.id));
+      more = body.has_more;
+    }
+    expect(paged).toEqual(ids);
+
+    const page3 = await bigGet('/v1/models?page=3&per_page=10');
+    expect(page3.models.map((m) => m.id)).toEqual(ids.slice(20, 30));
+    expect(page3.has_more).toBe(false);
+  });
+
+  it('filters apply to the complete list too', async () => {
+    const none = await bigGet('/v1/models?type=image');
+    expect(none.data).toEqual([]);
+    expect(none.has_more).toBe(false);
   });
 });

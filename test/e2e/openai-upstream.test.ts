@@ -377,3 +377,129 @@ describe('Responses passed through to an upstream that speaks them', () => {
     expect(fake.requests).toHaveLength(0);
   });
 });
+
+describe('upstream errors reach the SDK as the upstream sent them', () => {
+  type ApiError = InstanceType<typeof OpenAI.APIError>;
+  async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
+    const err = await promise.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    if (err instanceof OpenAI.APIError) return err;
+    throw new Error(`expected an APIError, got ${String(err)}`);
+  }
+  const chat = (stream = false) =>
+    errorOf(client.chat.completions.create({ model: PLAIN, messages: user('x'), stream }));
+
+  it('a 400 keeps its status, message, param and code, for JSON and stream requests', async () => {
+    const upstream = {
+      status: 400,
+      error: {
+        message: "This model's maximum context length is 8192 tokens.",
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    };
+    fake.enqueue(upstream, upstream);
+    for (const stream of [false, true]) {
+      const err = await chat(stream);
+      expect(err, String(stream)).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(err.status).toBe(400);
+      expect(err.code).toBe('context_length_exceeded');
+      expect(err.param).toBe('messages');
+      expect(err.type).toBe('invalid_request_error');
+      expect(err.message).toContain('maximum context length is 8192 tokens');
+      assertOpenAISchema('ErrorResponse', { error: err.error });
+      expect(err.error).toMatchObject({ error_id: 'INVALID_REQUEST', http_status: 400 });
+    }
+    expect(fake.requests).toHaveLength(2);
+  });
+
+  it('409, 413 and 422 keep their status and code', async () => {
+    fake.enqueue(
+      { status: 409, error: { message: 'The response is still in progress.', code: 'conflict' } },
+      { status: 413, error: { message: 'The request body is too large.', code: 'request_too_large' } },
+      { status: 422, error: { message: 'Cannot process this input.', param: 'input', code: 'bad_input' } },
+    );
+    const conflict = await chat();
+    expect(conflict).toBeInstanceOf(OpenAI.ConflictError);
+    expect(conflict.status).toBe(409);
+    expect(conflict.code).toBe('conflict');
+    expect(conflict.error).toMatchObject({ error_id: 'CONFLICT', http_status: 409 });
+
+    const large = await chat();
+    expect(large.status).toBe(413);
+    expect(large.code).toBe('request_too_large');
+    expect(large.error).toMatchObject({ error_id: 'PAYLOAD_TOO_LARGE', http_status: 413 });
+
+    const unprocessable = await chat();
+    expect(unprocessable).toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    expect(unprocessable.code).toBe('bad_input');
+    expect(unprocessable.param).toBe('input');
+  });
+
+  it('a 404 about a resource the client named is a 404 the SDK does not retry; a 404 about the model is a 502', async () => {
+    fake.enqueue({
+      status: 404,
+      error: {
+        message: "Previous response with id 'resp_gone' not found.",
+        param: 'previous_response_id',
+        code: 'previous_response_not_found',
+      },
+    });
+    const retrying = new OpenAI({ baseURL: gantry.baseURL, apiKey: gantry.key, maxRetries: 3 });
+    const gone = await errorOf(
+      retrying.responses.create({ model: CHAT, input: 'go on', previous_response_id: 'resp_gone' }),
+    );
+    expect(gone).toBeInstanceOf(OpenAI.NotFoundError);
+    expect(gone.status).toBe(404);
+    expect(gone.code).toBe('previous_response_not_found');
+    expect(gone.param).toBe('previous_response_id');
+    expect(gone.message).toContain("Previous response with id 'resp_gone' not found.");
+    expect(gone.error).toMatchObject({ error_id: 'RESPONSE_NOT_FOUND', http_status: 404 });
+    // One call: a 404 is not retried, as the 502 it used to be was.
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.requests[0]?.path).toBe('/v1/responses');
+
+    fake.reset();
+    fake.enqueue(
+      { status: 404 },
+      { status: 404, error: { message: 'Not here', code: null } },
+      { status: 404, error: { message: "The model 'fake-model' does not exist", code: '404' } },
+    );
+    for (const label of ['model_not_found', 'no code', 'a status as code (LiteLLM)']) {
+      const missing = await chat();
+      expect(missing, label).toBeInstanceOf(OpenAI.InternalServerError);
+      expect(missing.status, label).toBe(502);
+      expect(missing.code, label).toBe('upstream_error');
+      expect(JSON.stringify(missing.error), label).not.toContain('fake-model');
+    }
+  });
+
+  it('401 and 403 stay a 502 that relays nothing the upstream said', async () => {
+    fake.enqueue(
+      {
+        status: 401,
+        error: { message: `Incorrect API key provided: ${UPSTREAM_KEY}`, code: 'invalid_api_key' },
+      },
+      { status: 403, error: { message: 'Project lacks access', code: 'model_access_denied' } },
+    );
+    for (const label of ['401', '403']) {
+      const err = await chat();
+      expect(err, label).toBeInstanceOf(OpenAI.InternalServerError);
+      expect(err.status, label).toBe(502);
+      expect(err.code, label).toBe('upstream_error');
+      expect(JSON.stringify(err.error), label).not.toMatch(
+        /invalid_api_key|model_access_denied|Incorrect|access/,
+      );
+    }
+  });
+
+  it('a 429 keeps the upstream code and Retry-After', async () => {
+    fake.enqueue({ status: 429, retryAfter: '3', error: { code: 'rate_limit_exceeded' } });
+    const err = await chat();
+    expect(err).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(err.code).toBe('rate_limit_exceeded');
+    expect(err.headers?.get('retry-after')).toBe('3');
+  });
+});
