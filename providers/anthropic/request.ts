@@ -1,0 +1,601 @@
+/**
+ * OpenAI chat completions request → Anthropic Messages API request. Pure: every mapping decision is
+ * unit-tested (test/providers/anthropic-request.test.ts); anthropic.ts only does the HTTP.
+ *
+ * Wire format: https://docs.anthropic.com/en/api/messages, tool use, vision and extended thinking.
+ * What is mapped and what is refused is listed in README.md ("Anthropic").
+ */
+import { invalidParameter, ProviderRequestError } from '../request-error.js';
+import type { JsonObject } from '../types.js';
+import { isObject } from './util.js';
+
+export interface AnthropicTextBlock {
+  type: 'text';
+  text: string;
+}
+
+export type AnthropicImageSource =
+  | { type: 'base64'; media_type: string; data: string }
+  | { type: 'url'; url: string };
+
+export type AnthropicBlock =
+  | AnthropicTextBlock
+  | { type: 'image'; source: AnthropicImageSource }
+  | { type: 'tool_use'; id: string; name: string; input: unknown }
+  | { type: 'tool_result'; tool_use_id: string; content?: string | AnthropicTextBlock[] }
+  | { type: 'thinking'; thinking: string; signature: string }
+  | { type: 'redacted_thinking'; data: string };
+
+export interface AnthropicMessageParam {
+  role: 'user' | 'assistant';
+  content: string | AnthropicBlock[];
+}
+
+export interface AnthropicTool {
+  name: string;
+  description?: string;
+  input_schema: JsonObject;
+}
+
+export type AnthropicToolChoice =
+  | { type: 'auto' | 'any'; disable_parallel_tool_use?: boolean }
+  | { type: 'tool'; name: string; disable_parallel_tool_use?: boolean }
+  | { type: 'none' };
+
+/** The subset of the Messages API request this adapter produces. */
+export interface AnthropicRequest {
+  model: string;
+  messages: AnthropicMessageParam[];
+  max_tokens: number;
+  system?: string;
+  stop_sequences?: string[];
+  temperature?: number;
+  top_p?: number;
+  stream?: boolean;
+  metadata?: { user_id: string };
+  tools?: AnthropicTool[];
+  tool_choice?: AnthropicToolChoice;
+  thinking?: { type: 'enabled'; budget_tokens: number };
+}
+
+/** A request and what the answer's translation must know about it. */
+export interface TranslatedRequest {
+  request: AnthropicRequest;
+  /**
+   * Structured output: the name of the forced tool whose input is the answer. Its tool_use becomes the
+   * message's content (JSON text), not a tool call, and its stop reason `stop`.
+   */
+  jsonTool?: string;
+}
+
+/**
+ * OpenAI parameters this adapter cannot honour, each with the values that mean "feature off" and so
+ * may pass. Anything else is an honest 400: a silently ignored `seed` or `n` would look like it
+ * worked while changing the answer's meaning.
+ */
+const UNSUPPORTED: ReadonlyArray<{ param: string; harmless: (value: unknown) => boolean; why: string }> = [
+  { param: 'n', harmless: (v) => v === 1, why: 'only n = 1 is supported' },
+  { param: 'logprobs', harmless: (v) => v === false, why: 'log probabilities are not available' },
+  { param: 'top_logprobs', harmless: (v) => v === 0, why: 'log probabilities are not available' },
+  // The legacy function-calling API would need its own answer shape (message.function_call) in JSON and
+  // in streams; every current client sends `tools`, which are translated.
+  {
+    param: 'functions',
+    harmless: isEmptyArray,
+    why: 'the deprecated functions API is not supported (use tools)',
+  },
+  {
+    param: 'function_call',
+    harmless: (v) => v === 'none',
+    why: 'the deprecated functions API is not supported (use tools and tool_choice)',
+  },
+  { param: 'audio', harmless: () => false, why: 'audio output is not supported' },
+  {
+    param: 'modalities',
+    harmless: (v) => Array.isArray(v) && v.every((m) => m === 'text'),
+    why: 'only text output is supported',
+  },
+  { param: 'presence_penalty', harmless: (v) => v === 0, why: 'presence_penalty is not supported' },
+  { param: 'frequency_penalty', harmless: (v) => v === 0, why: 'frequency_penalty is not supported' },
+  {
+    param: 'logit_bias',
+    harmless: (v) => isObject(v) && Object.keys(v).length === 0,
+    why: 'logit_bias is not supported',
+  },
+  { param: 'seed', harmless: () => false, why: 'seeded sampling is not supported' },
+  { param: 'prediction', harmless: () => false, why: 'predicted outputs are not supported' },
+  { param: 'web_search_options', harmless: () => false, why: 'web search is not supported' },
+  { param: 'verbosity', harmless: () => false, why: 'verbosity is not supported' },
+  { param: 'store', harmless: (v) => v === false, why: 'stored completions are not supported' },
+];
+
+/** Anthropic's temperature range is 0..1; OpenAI's is 0..2 and means something else above 1. */
+const MAX_TEMPERATURE = 1;
+
+/**
+ * reasoning_effort → thinking budget_tokens. Anthropic's minimum budget is 1024 and the budget must be
+ * below max_tokens (which, as OpenAI's max_completion_tokens, counts the reasoning too): the budget is
+ * min(this, max_tokens − 1), and a max_tokens too small for 1024 is a 400. `none` turns thinking off.
+ */
+export const THINKING_BUDGETS: Readonly<Record<string, number>> = {
+  minimal: 1024,
+  low: 2048,
+  medium: 8192,
+  high: 16384,
+  xhigh: 32768,
+  max: 65536,
+};
+const MIN_THINKING_BUDGET = 1024;
+/** With thinking, Anthropic takes top_p only from 0.95 to 1. */
+const MIN_TOP_P_WITH_THINKING = 0.95;
+
+/** Anthropic takes these image types only (vision docs). */
+const IMAGE_MEDIA_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
+
+/** json_object has no schema: the forced tool takes any object. */
+const JSON_OBJECT_TOOL = 'json_object';
+
+/**
+ * Maps a validated OpenAI chat request (defaults applied, `model` already the upstream's name) onto a
+ * Messages API request. Throws ProviderRequestError for anything the backend cannot honour, before any network.
+ */
+export function translateRequest(body: JsonObject): TranslatedRequest {
+  rejectUnsupported(body);
+  const { system, messages } = mapMessages(body.messages);
+  const request: AnthropicRequest = {
+    model: String(body.model),
+    messages,
+    max_tokens: maxTokens(body),
+  };
+  if (system !== undefined) request.system = system;
+  const stop = stopSequences(body.stop);
+  if (stop.length > 0) request.stop_sequences = stop;
+  const temperature = temperatureOf(body.temperature);
+  if (temperature !== undefined) request.temperature = temperature;
+  if (typeof body.top_p === 'number') request.top_p = body.top_p;
+  if (body.stream === true) request.stream = true;
+  // safety_identifier is OpenAI's newer name for the same end-user id.
+  const user = nonEmptyString(body.user) ?? nonEmptyString(body.safety_identifier);
+  if (user !== undefined) request.metadata = { user_id: user };
+
+  const tools = mapTools(body);
+  const structured = structuredOutput(body.response_format);
+  let jsonTool: string | undefined;
+  if (structured !== undefined) {
+    if (tools.tools !== undefined && tools.choice?.type !== 'none') {
+      throw invalidParameter(
+        'response_format',
+        "response_format json_schema/json_object cannot be combined with tools on this model's provider: " +
+          'it answers in JSON through a forced tool call (send tool_choice "none" or leave the tools out)',
+      );
+    }
+    request.tools = [structured];
+    request.tool_choice = { type: 'tool', name: structured.name };
+    jsonTool = structured.name;
+  } else if (tools.tools !== undefined) {
+    request.tools = tools.tools;
+    if (tools.choice !== undefined) request.tool_choice = tools.choice;
+  }
+
+  const budget = thinkingBudget(body.reasoning_effort, request.max_tokens);
+  if (budget !== undefined) {
+    checkThinkingCompatible(request, jsonTool !== undefined);
+    request.thinking = { type: 'enabled', budget_tokens: budget };
+  }
+  return jsonTool === undefined ? { request } : { request, jsonTool };
+}
+
+/** The request alone, for callers that need no answer context. */
+export function toAnthropicRequest(body: JsonObject): AnthropicRequest {
+  return translateRequest(body).request;
+}
+
+function rejectUnsupported(body: JsonObject): void {
+  for (const { param, harmless, why } of UNSUPPORTED) {
+    const value = body[param];
+    if (value === undefined || value === null || harmless(value)) continue;
+    throw invalidParameter(param, `${param}: ${why} by this model's provider`);
+  }
+}
+
+function maxTokens(body: JsonObject): number {
+  // max_completion_tokens is the newer spelling; prefer it when a client sends both.
+  const value = body.max_completion_tokens ?? body.max_tokens;
+  if (typeof value === 'number' && Number.isInteger(value) && value > 0) return value;
+  throw new ProviderRequestError(
+    'missing_required_field',
+    'max_tokens (or max_completion_tokens) is required for this model',
+    'max_tokens',
+  );
+}
+
+function temperatureOf(value: unknown): number | undefined {
+  if (typeof value !== 'number') return undefined;
+  if (value > MAX_TEMPERATURE) {
+    throw invalidParameter(
+      'temperature',
+      `temperature must be from 0 to ${MAX_TEMPERATURE} for this model (its provider's range)`,
+    );
+  }
+  return value;
+}
+
+function stopSequences(stop: unknown): string[] {
+  if (typeof stop === 'string') return [stop];
+  if (Array.isArray(stop)) return stop.filter((s): s is string => typeof s === 'string');
+  return [];
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tools, structured output, thinking
+// ---------------------------------------------------------------------------------------------------
+
+function mapTools(body: JsonObject): { tools?: AnthropicTool[]; choice?: AnthropicToolChoice } {
+  const raw = body.tools;
+  const list = raw === undefined || raw === null ? [] : raw;
+  if (!Array.isArray(list)) throw invalidParameter('tools', 'tools must be an array');
+  const tools = list.map(toolOf);
+  const choice = toolChoiceOf(body.tool_choice, tools);
+  if (tools.length === 0) return {};
+  // parallel_tool_calls: false is Anthropic's disable_parallel_tool_use, which lives on tool_choice.
+  if (body.parallel_tool_calls === false && choice?.type !== 'none') {
+    return { tools, choice: { ...(choice ?? { type: 'auto' }), disable_parallel_tool_use: true } };
+  }
+  return choice === undefined ? { tools } : { tools, choice };
+}
+
+function toolOf(tool: unknown, i: number): AnthropicTool {
+  const where = `tools[${i}]`;
+  if (!isObject(tool) || tool.type !== 'function' || !isObject(tool.function)) {
+    const type = isObject(tool) ? String(tool.type) : typeof tool;
+    throw invalidParameter(where, `${where}: ${type} tools are not supported by this model's provider`);
+  }
+  const fn = tool.function;
+  if (typeof fn.name !== 'string' || fn.name === '') {
+    throw invalidParameter(`${where}.function.name`, `${where}.function.name is required`);
+  }
+  const out: AnthropicTool = {
+    name: fn.name,
+    input_schema: objectSchema(fn.parameters, `${where}.function.parameters`),
+  };
+  if (typeof fn.description === 'string' && fn.description !== '') out.description = fn.description;
+  return out;
+}
+
+/** Anthropic's input_schema must be an object schema; OpenAI lets `parameters` be left out (no arguments). */
+function objectSchema(schema: unknown, where: string): JsonObject {
+  if (schema === undefined || schema === null) return { type: 'object', properties: {} };
+  if (!isObject(schema)) throw invalidParameter(where, `${where} must be a JSON Schema object`);
+  if (schema.type === undefined) return { type: 'object', ...schema };
+  if (schema.type !== 'object') {
+    throw invalidParameter(where, `${where}: this model's provider takes only schemas of type "object"`);
+  }
+  return schema;
+}
+
+function toolChoiceOf(value: unknown, tools: AnthropicTool[]): AnthropicToolChoice | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (tools.length === 0) {
+    // Without tools, "none" and "auto" mean what not sending tools means; anything else cannot be met.
+    if (value === 'none' || value === 'auto') return undefined;
+    throw invalidParameter('tool_choice', 'tool_choice needs tools');
+  }
+  if (value === 'none') return { type: 'none' };
+  if (value === 'auto') return { type: 'auto' };
+  if (value === 'required') return { type: 'any' };
+  if (isObject(value) && value.type === 'function' && isObject(value.function)) {
+    const name = value.function.name;
+    if (typeof name !== 'string' || !tools.some((t) => t.name === name)) {
+      throw invalidParameter(
+        'tool_choice',
+        `tool_choice names a function that is not in tools: ${String(name)}`,
+      );
+    }
+    return { type: 'tool', name };
+  }
+  throw invalidParameter('tool_choice', "tool_choice: this value is not supported by this model's provider");
+}
+
+/** response_format → the forced tool that carries the answer; undefined for text (or none). */
+function structuredOutput(value: unknown): AnthropicTool | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isObject(value)) throw invalidParameter('response_format', 'response_format must be an object');
+  switch (value.type) {
+    case 'text':
+      return undefined;
+    case 'json_object':
+      return {
+        name: JSON_OBJECT_TOOL,
+        description: 'Answer with a JSON object: the input of this tool is the answer.',
+        input_schema: { type: 'object' },
+      };
+    case 'json_schema': {
+      const spec = isObject(value.json_schema) ? value.json_schema : {};
+      const name = nonEmptyString(spec.name);
+      if (name === undefined) {
+        throw invalidParameter(
+          'response_format.json_schema.name',
+          'response_format.json_schema.name is required',
+        );
+      }
+      const description = nonEmptyString(spec.description);
+      return {
+        name,
+        description: `Answer with this tool: its input is the answer.${description ? ` ${description}` : ''}`,
+        input_schema: objectSchema(spec.schema, 'response_format.json_schema.schema'),
+      };
+    }
+    default:
+      throw invalidParameter(
+        'response_format',
+        `response_format: ${String(value.type)} is not supported by this model's provider`,
+      );
+  }
+}
+
+function thinkingBudget(effort: unknown, maxTokens: number): number | undefined {
+  if (effort === undefined || effort === null || effort === 'none') return undefined;
+  const budget = typeof effort === 'string' ? THINKING_BUDGETS[effort] : undefined;
+  if (budget === undefined) {
+    throw invalidParameter('reasoning_effort', `reasoning_effort: ${String(effort)} is not a known effort`);
+  }
+  const fitted = Math.min(budget, maxTokens - 1);
+  if (fitted < MIN_THINKING_BUDGET) {
+    throw invalidParameter(
+      'reasoning_effort',
+      `reasoning_effort needs max_tokens above ${MIN_THINKING_BUDGET} on this model (its provider's smallest thinking budget)`,
+    );
+  }
+  return fitted;
+}
+
+/** Anthropic's rules for thinking (extended thinking docs), refused here with the OpenAI parameter's name. */
+function checkThinkingCompatible(request: AnthropicRequest, structured: boolean): void {
+  if (request.temperature !== undefined && request.temperature !== 1) {
+    throw invalidParameter(
+      'temperature',
+      'temperature must be 1 or unset with reasoning_effort on this model',
+    );
+  }
+  if (request.top_p !== undefined && request.top_p < MIN_TOP_P_WITH_THINKING) {
+    throw invalidParameter(
+      'top_p',
+      `top_p must be from ${MIN_TOP_P_WITH_THINKING} to 1 with reasoning_effort on this model`,
+    );
+  }
+  const forced = request.tool_choice?.type;
+  if (forced === 'any' || forced === 'tool') {
+    throw invalidParameter(
+      structured ? 'response_format' : 'tool_choice',
+      structured
+        ? 'response_format json_schema/json_object cannot be combined with reasoning_effort on this model (its provider answers in JSON through a forced tool call, which thinking does not allow)'
+        : 'tool_choice required or a named function cannot be combined with reasoning_effort on this model (its provider does not force tool calls while thinking)',
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * System and developer messages become the top-level `system`; the rest must alternate user/assistant,
+ * so consecutive messages of one role are merged into one message. `tool` messages are user turns of
+ * tool_result blocks, which Anthropic wants first in their user turn.
+ */
+function mapMessages(raw: unknown): { system: string | undefined; messages: AnthropicMessageParam[] } {
+  const systemParts: string[] = [];
+  const turns: { role: 'user' | 'assistant'; blocks: AnthropicBlock[] }[] = [];
+  const list = Array.isArray(raw) ? raw : [];
+  list.forEach((m: unknown, i) => {
+    const where = `messages[${i}]`;
+    if (!isObject(m)) throw invalidParameter(where, `${where} must be an object`);
+    const role = m.role;
+    let turnRole: 'user' | 'assistant';
+    let blocks: AnthropicBlock[];
+    if (role === 'system' || role === 'developer') {
+      systemParts.push(textParts(m.content, where).join('\n'));
+      return;
+    } else if (role === 'user') {
+      turnRole = 'user';
+      blocks = userBlocks(m.content, where);
+    } else if (role === 'assistant') {
+      turnRole = 'assistant';
+      blocks = assistantBlocks(m, where);
+    } else if (role === 'tool') {
+      turnRole = 'user';
+      blocks = [toolResult(m, where)];
+    } else {
+      throw invalidParameter(
+        `${where}.role`,
+        `${where}.role: ${String(role)} messages are not supported by this model's provider`,
+      );
+    }
+    const last = turns.at(-1);
+    if (last?.role === turnRole) last.blocks.push(...blocks);
+    else turns.push({ role: turnRole, blocks });
+  });
+  return {
+    system: systemParts.length > 0 ? systemParts.join('\n\n') : undefined,
+    messages: turns.map(({ role, blocks }) => ({ role, content: contentOf(role, blocks) })),
+  };
+}
+
+function userBlocks(content: unknown, where: string): AnthropicBlock[] {
+  if (content === undefined || content === null) return [];
+  if (typeof content === 'string') return [{ type: 'text', text: content }];
+  if (!Array.isArray(content)) {
+    throw invalidParameter(`${where}.content`, `${where}.content must be a string or an array of parts`);
+  }
+  return content.map((part: unknown, j): AnthropicBlock => {
+    if (isObject(part) && part.type === 'text' && typeof part.text === 'string') {
+      return { type: 'text', text: part.text };
+    }
+    if (isObject(part) && part.type === 'image_url') return imageBlock(part, `${where}.content[${j}]`);
+    throw unsupportedPart(part, `${where}.content[${j}]`);
+  });
+}
+
+/** image_url parts: data: URIs become base64 sources, http(s) URLs url sources; `detail` has no equivalent. */
+function imageBlock(part: JsonObject, where: string): AnthropicBlock {
+  const url = isObject(part.image_url) ? part.image_url.url : undefined;
+  if (typeof url !== 'string')
+    throw invalidParameter(`${where}.image_url.url`, `${where}.image_url.url is required`);
+  if (url.startsWith('data:')) {
+    const match = /^data:([^;,]+)((?:;[^;,]*)*);base64,(.*)$/s.exec(url);
+    if (!match) {
+      throw invalidParameter(
+        `${where}.image_url.url`,
+        `${where}.image_url.url: data URIs must be base64-encoded`,
+      );
+    }
+    const mediaType = (match[1] as string).toLowerCase();
+    if (!IMAGE_MEDIA_TYPES.has(mediaType)) {
+      throw invalidParameter(
+        `${where}.image_url.url`,
+        `${where}.image_url.url: ${mediaType} images are not supported by this model's provider (jpeg, png, gif, webp are)`,
+      );
+    }
+    return { type: 'image', source: { type: 'base64', media_type: mediaType, data: match[3] as string } };
+  }
+  if (/^https?:\/\//i.test(url)) return { type: 'image', source: { type: 'url', url } };
+  throw invalidParameter(
+    `${where}.image_url.url`,
+    `${where}.image_url.url must be an http(s) URL or a data: URI`,
+  );
+}
+
+/**
+ * An assistant turn: its thinking blocks first (they must precede the text and tool_use they led to,
+ * unchanged, signatures and all), then its text, then its tool calls.
+ */
+function assistantBlocks(m: JsonObject, where: string): AnthropicBlock[] {
+  for (const field of ['function_call', 'audio'] as const) {
+    if (m[field] !== undefined && m[field] !== null) {
+      throw invalidParameter(
+        `${where}.${field}`,
+        `${where}.${field} is not supported by this model's provider`,
+      );
+    }
+  }
+  const blocks: AnthropicBlock[] = thinkingBlocks(m.thinking_blocks, `${where}.thinking_blocks`);
+  // refusal parts are what the assistant said; Anthropic has no separate place for them.
+  for (const text of textParts(m.content, where, ['text', 'refusal'])) blocks.push({ type: 'text', text });
+  const calls = m.tool_calls;
+  if (calls !== undefined && calls !== null) {
+    if (!Array.isArray(calls))
+      throw invalidParameter(`${where}.tool_calls`, `${where}.tool_calls must be an array`);
+    for (const [j, call] of calls.entries()) blocks.push(toolUse(call, `${where}.tool_calls[${j}]`));
+  }
+  return blocks;
+}
+
+function thinkingBlocks(value: unknown, where: string): AnthropicBlock[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) throw invalidParameter(where, `${where} must be an array`);
+  return value.map((b: unknown, j): AnthropicBlock => {
+    if (
+      isObject(b) &&
+      b.type === 'thinking' &&
+      typeof b.thinking === 'string' &&
+      typeof b.signature === 'string'
+    ) {
+      return { type: 'thinking', thinking: b.thinking, signature: b.signature };
+    }
+    if (isObject(b) && b.type === 'redacted_thinking' && typeof b.data === 'string') {
+      return { type: 'redacted_thinking', data: b.data };
+    }
+    throw invalidParameter(
+      `${where}[${j}]`,
+      `${where}[${j}] must be {type: thinking, thinking, signature} or {type: redacted_thinking, data}`,
+    );
+  });
+}
+
+function toolUse(call: unknown, where: string): AnthropicBlock {
+  if (
+    !isObject(call) ||
+    call.type !== 'function' ||
+    !isObject(call.function) ||
+    typeof call.id !== 'string'
+  ) {
+    throw invalidParameter(where, `${where} must be a function tool call with an id`);
+  }
+  const { name, arguments: args } = call.function;
+  if (typeof name !== 'string')
+    throw invalidParameter(`${where}.function.name`, `${where}.function.name is required`);
+  let input: unknown = {};
+  if (typeof args === 'string' && args.trim() !== '') {
+    try {
+      input = JSON.parse(args);
+    } catch {
+      throw invalidParameter(`${where}.function.arguments`, `${where}.function.arguments is not valid JSON`);
+    }
+  }
+  if (!isObject(input)) {
+    throw invalidParameter(
+      `${where}.function.arguments`,
+      `${where}.function.arguments must be a JSON object`,
+    );
+  }
+  return { type: 'tool_use', id: call.id, name, input };
+}
+
+function toolResult(m: JsonObject, where: string): AnthropicBlock {
+  if (typeof m.tool_call_id !== 'string' || m.tool_call_id === '') {
+    throw invalidParameter(`${where}.tool_call_id`, `${where}.tool_call_id is required`);
+  }
+  const texts = textParts(m.content, where).filter((t) => t !== '');
+  const block: AnthropicBlock = { type: 'tool_result', tool_use_id: m.tool_call_id };
+  if (texts.length === 1) block.content = texts[0] as string;
+  else if (texts.length > 1) block.content = texts.map((text) => ({ type: 'text', text }));
+  return block;
+}
+
+/** The texts of a message's content: a string, or an array of parts of the given types (others: 400). */
+function textParts(content: unknown, where: string, types: readonly string[] = ['text']): string[] {
+  if (content === undefined || content === null) return [];
+  if (typeof content === 'string') return [content];
+  if (!Array.isArray(content)) {
+    throw invalidParameter(`${where}.content`, `${where}.content must be a string or an array of parts`);
+  }
+  return content.map((part: unknown, j) => {
+    if (isObject(part) && types.includes(String(part.type))) {
+      const text = part.type === 'refusal' ? part.refusal : part.text;
+      if (typeof text === 'string') return text;
+    }
+    throw unsupportedPart(part, `${where}.content[${j}]`);
+  });
+}
+
+function unsupportedPart(part: unknown, where: string): ProviderRequestError {
+  const type = isObject(part) ? String(part.type) : typeof part;
+  return invalidParameter(
+    where,
+    `${where}: ${type} content parts are not supported here by this model's provider`,
+  );
+}
+
+/**
+ * Anthropic rejects empty text blocks, so they are dropped; tool results go first in a user turn. A
+ * message of one text block is sent as a string; one left with nothing is sent as '' so that Anthropic
+ * itself reports it, rather than the adapter silently changing the conversation.
+ */
+function contentOf(role: 'user' | 'assistant', blocks: AnthropicBlock[]): string | AnthropicBlock[] {
+  let kept = blocks.filter((b) => b.type !== 'text' || b.text !== '');
+  if (role === 'user') {
+    kept = [...kept.filter((b) => b.type === 'tool_result'), ...kept.filter((b) => b.type !== 'tool_result')];
+  }
+  if (kept.length === 0) return '';
+  const only = kept[0] as AnthropicBlock;
+  if (kept.length === 1 && only.type === 'text') return only.text;
+  return kept;
+}
+
+function isEmptyArray(value: unknown): boolean {
+  return Array.isArray(value) && value.length === 0;
+}
+
+function nonEmptyString(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
