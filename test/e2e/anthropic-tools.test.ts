@@ -407,7 +407,7 @@ describe('thinking through Anthropic', () => {
     });
     expect(second.choices[0]?.message.content).toBe(anthropicFakeReply('Snow'));
     const sent = (lastBody().messages as JsonObject[])[1];
-    expect((sent?.content as JsonObject[])[0]).toEqual({
+    expect((sent?.content as JsonObject[] | undefined)?.[0]).toEqual({
       type: 'thinking',
       thinking,
       signature: anthropicFakeSignature(thinking),
