@@ -47,9 +47,17 @@ export interface AnthropicUsage {
   output: number;
   cacheRead: number;
   cacheCreation: number;
+  /** output_tokens_details.thinking_tokens, where the API reports it: part of `output`. */
+  thinking: number | undefined;
 }
 
-export const NO_USAGE: AnthropicUsage = { input: 0, output: 0, cacheRead: 0, cacheCreation: 0 };
+export const NO_USAGE: AnthropicUsage = {
+  input: 0,
+  output: 0,
+  cacheRead: 0,
+  cacheCreation: 0,
+  thinking: undefined,
+};
 
 export function readUsage(value: unknown, base: AnthropicUsage): AnthropicUsage {
   if (!isObject(value)) return base;
@@ -62,7 +70,13 @@ export function readUsage(value: unknown, base: AnthropicUsage): AnthropicUsage 
     output: num('output_tokens', base.output),
     cacheRead: num('cache_read_input_tokens', base.cacheRead),
     cacheCreation: num('cache_creation_input_tokens', base.cacheCreation),
+    thinking: thinkingTokens(value.output_tokens_details) ?? base.thinking,
   };
+}
+
+function thinkingTokens(details: unknown): number | undefined {
+  const n = isObject(details) ? details.thinking_tokens : undefined;
+  return typeof n === 'number' && Number.isFinite(n) ? n : undefined;
 }
 
 /**
@@ -76,12 +90,14 @@ export function usageOf(value: unknown): JsonObject {
 
 export function openAIUsage(u: AnthropicUsage): JsonObject {
   const prompt = u.input + u.cacheRead + u.cacheCreation;
-  return {
+  const usage: JsonObject = {
     prompt_tokens: prompt,
     completion_tokens: u.output,
     total_tokens: prompt + u.output,
     prompt_tokens_details: { cached_tokens: u.cacheRead },
   };
+  if (u.thinking !== undefined) usage.completion_tokens_details = { reasoning_tokens: u.thinking };
+  return usage;
 }
 
 /** Maps a Messages API response body onto a `chat.completion`. */

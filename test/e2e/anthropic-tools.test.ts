@@ -165,15 +165,21 @@ describe('tool calls through Anthropic', () => {
     expect(finish.filter((f) => f !== null)).toEqual(['tool_calls']);
   });
 
-  it("gives the SDK's stream helper the same final message as the non-streamed call", async () => {
-    fake.setBehavior({ reply: 'Checking both.', toolCalls: TWO_CALLS });
-    const params = { model: MODEL, messages: ASK, tools: [weatherTool] };
-    const plain = await client.chat.completions.create(params);
-    const streamed = await client.chat.completions.stream(params).finalChatCompletion();
-    expect(streamed.choices[0]?.finish_reason).toBe(plain.choices[0]?.finish_reason);
-    expect(streamed.choices[0]?.message.content).toBe(plain.choices[0]?.message.content);
-    expect(streamed.choices[0]?.message.tool_calls).toEqual(plain.choices[0]?.message.tool_calls);
-  });
+  it.each<[string, string | undefined]>([
+    ['with text', 'Checking both.'],
+    ['without text', undefined],
+  ])(
+    "gives the SDK's stream helper the same final message as the non-streamed call (%s)",
+    async (_name, reply) => {
+      fake.setBehavior({ ...(reply === undefined ? {} : { reply }), toolCalls: TWO_CALLS });
+      const params = { model: MODEL, messages: ASK, tools: [weatherTool] };
+      const plain = await client.chat.completions.create(params);
+      const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+      expect(streamed.choices[0]?.finish_reason).toBe(plain.choices[0]?.finish_reason);
+      expect(streamed.choices[0]?.message.content).toBe(plain.choices[0]?.message.content);
+      expect(streamed.choices[0]?.message.tool_calls).toEqual(plain.choices[0]?.message.tool_calls);
+    },
+  );
 
   it('maps required, a named function and parallel_tool_calls: false', async () => {
     fake.setBehavior({ toolCalls: TWO_CALLS });

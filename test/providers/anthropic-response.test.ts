@@ -173,6 +173,23 @@ describe('usageOf', () => {
       },
     ],
     [
+      'thinking tokens as reasoning_tokens',
+      {
+        input_tokens: 28,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+        output_tokens: 106,
+        output_tokens_details: { thinking_tokens: 67 },
+      },
+      {
+        prompt_tokens: 28,
+        completion_tokens: 106,
+        total_tokens: 134,
+        prompt_tokens_details: { cached_tokens: 0 },
+        completion_tokens_details: { reasoning_tokens: 67 },
+      },
+    ],
+    [
       'null cache fields',
       { input_tokens: 5, cache_creation_input_tokens: null, cache_read_input_tokens: null, output_tokens: 1 },
       {
