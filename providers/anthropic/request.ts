@@ -391,26 +391,11 @@ function mapMessages(raw: unknown): { system: string | undefined; messages: Anth
     const where = `messages[${i}]`;
     if (!isObject(m)) throw invalidParameter(where, `${where} must be an object`);
     const role = m.role;
-    let turnRole: 'user' | 'assistant';
-    let blocks: AnthropicBlock[];
     if (role === 'system' || role === 'developer') {
       systemParts.push(textParts(m.content, where).join('\n'));
       return;
-    } else if (role === 'user') {
-      turnRole = 'user';
-      blocks = userBlocks(m.content, where);
-    } else if (role === 'assistant') {
-      turnRole = 'assistant';
-      blocks = assistantBlocks(m, where);
-    } else if (role === 'tool') {
-      turnRole = 'user';
-      blocks = [toolResult(m, where)];
-    } else {
-      throw invalidParameter(
-        `${where}.role`,
-        `${where}.role: ${String(role)} messages are not supported by this model's provider`,
-      );
     }
+    const { turnRole, blocks } = turnOf(m, role, where);
     const last = turns.at(-1);
     if (last?.role === turnRole) last.blocks.push(...blocks);
     else turns.push({ role: turnRole, blocks });
@@ -419,6 +404,27 @@ function mapMessages(raw: unknown): { system: string | undefined; messages: Anth
     system: systemParts.length > 0 ? systemParts.join('\n\n') : undefined,
     messages: turns.map(({ role, blocks }) => ({ role, content: contentOf(role, blocks) })),
   };
+}
+
+/** One non-system message as the blocks of a user or assistant turn (`tool` messages are user turns). */
+function turnOf(
+  m: JsonObject,
+  role: unknown,
+  where: string,
+): { turnRole: 'user' | 'assistant'; blocks: AnthropicBlock[] } {
+  switch (role) {
+    case 'user':
+      return { turnRole: 'user', blocks: userBlocks(m.content, where) };
+    case 'assistant':
+      return { turnRole: 'assistant', blocks: assistantBlocks(m, where) };
+    case 'tool':
+      return { turnRole: 'user', blocks: [toolResult(m, where)] };
+    default:
+      throw invalidParameter(
+        `${where}.role`,
+        `${where}.role: ${String(role)} messages are not supported by this model's provider`,
+      );
+  }
 }
 
 function userBlocks(content: unknown, where: string): AnthropicBlock[] {
