@@ -2,8 +2,8 @@
  * Anthropic Messages API answer → OpenAI `chat.completion`, and the pieces the stream translation
  * shares (finish reasons, usage, errors). Pure; tested in test/providers/anthropic-response.test.ts.
  *
- * Content blocks: text → message.content; tool_use → message.tool_calls (or, for structured output,
- * the JSON text of message.content); thinking → message.reasoning_content plus message.thinking_blocks
+ * Content blocks: text → message.content (message.refusal for structured output); tool_use →
+ * message.tool_calls (or, for structured output, the JSON text of message.content); thinking → message.reasoning_content plus message.thinking_blocks
  * (with signatures, to be sent back in the next turn); redacted_thinking → thinking_blocks only.
  */
 import type { JsonObject } from '../types.js';
@@ -143,13 +143,17 @@ export function fromAnthropicMessage(value: unknown, options: TranslateOptions):
       // Block kinds this adapter never asks for (server tools, citations...): nothing to show.
     }
   }
-  const message: JsonObject = {
-    role: 'assistant',
-    // Structured output: the answer is the JSON alone, as OpenAI's would be.
-    content: json ?? (text === '' && toolCalls.length > 0 ? null : text),
-    refusal: null,
-    annotations: [],
-  };
+  const message: JsonObject =
+    jsonTool === undefined
+      ? {
+          role: 'assistant',
+          content: text === '' && toolCalls.length > 0 ? null : text,
+          refusal: null,
+          annotations: [],
+        }
+      : // Structured output: the content is the JSON alone; what the model said instead of answering
+        // through the tool (a refusal) is OpenAI's `refusal`, as with OpenAI's structured outputs.
+        { role: 'assistant', content: json ?? null, refusal: text === '' ? null : text, annotations: [] };
   if (toolCalls.length > 0) message.tool_calls = toolCalls;
   if (reasoning !== undefined) message.reasoning_content = reasoning;
   if (thinkingBlocks.length > 0) message.thinking_blocks = thinkingBlocks;

@@ -140,7 +140,7 @@ export class AnthropicStreamTranslator {
     switch (block.type) {
       case 'text':
         this.blocks.set(index, { kind: 'text' });
-        return this.content(block.text);
+        return this.text(block.text);
       case 'thinking': {
         const thinking = typeof block.thinking === 'string' ? block.thinking : '';
         this.blocks.set(index, { kind: 'thinking', thinking, signature: '' });
@@ -176,7 +176,7 @@ export class AnthropicStreamTranslator {
     const block = this.blocks.get(typeof data.index === 'number' ? data.index : -1);
     switch (delta.type) {
       case 'text_delta':
-        return this.content(delta.text);
+        return this.text(delta.text);
       case 'thinking_delta':
         if (block?.kind !== 'thinking' || typeof delta.thinking !== 'string' || delta.thinking === '')
           return [];
@@ -206,6 +206,13 @@ export class AnthropicStreamTranslator {
     if (block?.kind !== 'thinking') return [];
     const whole = { type: 'thinking', thinking: block.thinking, signature: block.signature };
     return [this.delta({ thinking_blocks: [whole] })];
+  }
+
+  /** Text is the content, except for structured output, where it is a refusal (see response.ts). */
+  private text(text: unknown): SseEvent[] {
+    if (this.options.jsonTool === undefined) return this.content(text);
+    if (typeof text !== 'string' || text === '') return [];
+    return [this.delta({ refusal: text })];
   }
 
   private content(text: unknown): SseEvent[] {

@@ -131,6 +131,24 @@ describe('fromAnthropicMessage', () => {
     expect(choice.finish_reason).toBe('stop');
   });
 
+  it('makes text in place of a structured answer a refusal', () => {
+    const out = fromAnthropicMessage(
+      message([{ type: 'text', text: 'I cannot help with that.' }], 'refusal'),
+      {
+        ...options,
+        jsonTool: 'person',
+      },
+    );
+    const choice = only(out);
+    expect(choice.message).toEqual({
+      role: 'assistant',
+      content: null,
+      refusal: 'I cannot help with that.',
+      annotations: [],
+    });
+    expect(choice.finish_reason).toBe('content_filter');
+  });
+
   it('keeps a structured answer cut by max_tokens as length', () => {
     const out = fromAnthropicMessage(
       message([{ type: 'tool_use', id: 'toolu_1', name: 'person', input: {} }], 'max_tokens'),

@@ -152,6 +152,19 @@ describe('AnthropicStreamTranslator: tools, structured output, thinking', () => 
       'stop',
     ],
     [
+      'text in place of a structured answer streams as a refusal',
+      [
+        start,
+        blockStart(0, { type: 'text', text: '' }),
+        delta(0, { type: 'text_delta', text: 'I cannot help with that.' }),
+        blockStop(0),
+        ...end('refusal'),
+      ],
+      { jsonTool: 'json' },
+      [{ role: 'assistant', content: '' }, { refusal: 'I cannot help with that.' }, {}],
+      'content_filter',
+    ],
+    [
       'thinking: reasoning_content deltas, then the whole block with its signature',
       [
         start,
