@@ -447,6 +447,57 @@ describe('thinking through Anthropic', () => {
     expect(next.choices[0]?.message.content).toBe(anthropicFakeReply('Again'));
   });
 
+  it('round-trips redacted thinking in a tool loop', async () => {
+    fake.enqueue({
+      redactedThinking: 'EmwKAhgBEgy3va3pzix',
+      toolCalls: [{ id: 'toolu_r', name: 'get_weather', input: { city: 'Bergen' } }],
+    });
+    const ask: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Weather in Bergen?' }];
+    const params = {
+      model: MODEL,
+      tools: [weatherTool],
+      reasoning_effort: 'minimal' as const,
+      max_tokens: 2000,
+    };
+    const chunks = await streamChunks({ ...params, messages: ask });
+    const deltas = deltasOf(chunks);
+    const blocks = deltas.flatMap((d) => (d.thinking_blocks as JsonObject[] | undefined) ?? []);
+    const thinking = anthropicFakeThinking('Weather in Bergen?');
+    expect(blocks).toEqual([
+      { type: 'thinking', thinking, signature: anthropicFakeSignature(thinking) },
+      { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix' },
+    ]);
+    const toolCalls = deltas.flatMap((d) => (d.tool_calls as JsonObject[] | undefined) ?? []);
+    expect(toolCalls[0]).toMatchObject({ id: 'toolu_r', function: { name: 'get_weather' } });
+
+    const next = await client.chat.completions.create({
+      ...params,
+      messages: [
+        ...ask,
+        {
+          role: 'assistant',
+          content: null,
+          thinking_blocks: blocks,
+          tool_calls: [
+            {
+              id: 'toolu_r',
+              type: 'function',
+              function: { name: 'get_weather', arguments: '{"city":"Bergen"}' },
+            },
+          ],
+        } as OpenAI.ChatCompletionAssistantMessageParam,
+        { role: 'tool', tool_call_id: 'toolu_r', content: 'Drizzle' },
+      ],
+    });
+    expect(next.choices[0]?.message.content).toBe(anthropicFakeReply('Drizzle'));
+    const sent = (lastBody().messages as JsonObject[])[1];
+    expect((sent?.content as JsonObject[] | undefined)?.map((b) => b.type)).toEqual([
+      'thinking',
+      'redacted_thinking',
+      'tool_use',
+    ]);
+  });
+
   it('refuses reasoning_effort with a temperature Anthropic cannot think at', async () => {
     const err = await client.chat.completions
       .create({ model: MODEL, messages: ASK, reasoning_effort: 'low', max_tokens: 4000, temperature: 0.3 })
