@@ -1,7 +1,7 @@
 /**
  * OpenAI chat request → Anthropic Messages request: tools, tool_choice, tool round trips, structured
  * output, images and thinking (providers/anthropic/request.ts). The basic fields are covered in
- * anthropic-translate.test.ts.
+ * anthropic-basics.test.ts.
  */
 import { describe, expect, it } from 'vitest';
 import { THINKING_BUDGETS, translateRequest } from '../../providers/anthropic/request.js';

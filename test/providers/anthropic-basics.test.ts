@@ -1,3 +1,8 @@
+/**
+ * The Anthropic translation's basics in all three directions (providers/anthropic/): plain chat fields,
+ * system and role merging, refusals, finish reasons, error types, text streams and their failures. Tools,
+ * structured output, images, thinking and cache usage: anthropic-request/-response/-stream.test.ts.
+ */
 import { describe, expect, it } from 'vitest';
 import { toAnthropicRequest } from '../../providers/anthropic/request.js';
 import {
