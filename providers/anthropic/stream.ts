@@ -39,9 +39,11 @@ type Block =
  *   awaiting_start --message_start--> streaming --message_stop--> done
  *
  * message_start gives the role chunk; text_delta a content chunk; thinking_delta a reasoning_content
- * chunk, and the end of a thinking block one chunk carrying the whole block with its signature
- * (`thinking_blocks`, to be sent back next turn); a tool_use block's start the tool call's id and name,
- * and each input_json_delta a piece of its arguments. message_delta only records the stop reason and
+ * chunk; a tool_use block's start the tool call's id and name, and each input_json_delta a piece of its
+ * arguments. Complete thinking and redacted_thinking blocks (signatures included, to be sent back next
+ * turn) go out together in one chunk's `thinking_blocks`, when the first block after them starts (or at
+ * the end): one delta holds the turn's whole list, so a client that keeps the last value of an unknown
+ * field (the OpenAI SDK's stream helper) and one that concatenates them both end up with every block. message_delta only records the stop reason and
  * output tokens, and message_stop emits the finish chunk (and the usage chunk), so a stream cut between
  * the two never shows the client a finish_reason followed by an error.
  */
@@ -54,6 +56,8 @@ export class AnthropicStreamTranslator {
   private readonly blocks = new Map<number, Block>();
   private toolCalls = 0;
   private sawJson = false;
+  /** Thinking blocks complete but not sent yet (see the class comment). */
+  private pendingThinking: JsonObject[] = [];
 
   constructor(private readonly options: StreamTranslatorOptions) {
     this.created = options.created ?? nowSeconds();
@@ -137,18 +141,35 @@ export class AnthropicStreamTranslator {
   private blockStart(data: JsonObject): SseEvent[] {
     const block = isObject(data.content_block) ? data.content_block : {};
     const index = typeof data.index === 'number' ? data.index : -1;
+    if (block.type === 'thinking' || block.type === 'redacted_thinking')
+      return this.thinkingStart(index, block);
+    const out = this.startOf(index, block);
+    return this.pendingThinking.length === 0 ? out : [this.flushThinking(), ...out];
+  }
+
+  private thinkingStart(index: number, block: JsonObject): SseEvent[] {
+    if (block.type === 'redacted_thinking') {
+      this.blocks.set(index, { kind: 'other' });
+      this.pendingThinking.push({ type: 'redacted_thinking', data: block.data ?? '' });
+      return [];
+    }
+    const thinking = typeof block.thinking === 'string' ? block.thinking : '';
+    const signature = typeof block.signature === 'string' ? block.signature : '';
+    this.blocks.set(index, { kind: 'thinking', thinking, signature });
+    return thinking === '' ? [] : [this.delta({ reasoning_content: thinking })];
+  }
+
+  private flushThinking(): SseEvent {
+    const blocks = this.pendingThinking;
+    this.pendingThinking = [];
+    return this.delta({ thinking_blocks: blocks });
+  }
+
+  private startOf(index: number, block: JsonObject): SseEvent[] {
     switch (block.type) {
       case 'text':
         this.blocks.set(index, { kind: 'text' });
         return this.text(block.text);
-      case 'thinking': {
-        const thinking = typeof block.thinking === 'string' ? block.thinking : '';
-        this.blocks.set(index, { kind: 'thinking', thinking, signature: '' });
-        return thinking === '' ? [] : [this.delta({ reasoning_content: thinking })];
-      }
-      case 'redacted_thinking':
-        this.blocks.set(index, { kind: 'other' });
-        return [this.delta({ thinking_blocks: [{ type: 'redacted_thinking', data: block.data ?? '' }] })];
       case 'tool_use': {
         if (this.options.jsonTool !== undefined && block.name === this.options.jsonTool) {
           this.blocks.set(index, { kind: 'json' });
@@ -198,14 +219,15 @@ export class AnthropicStreamTranslator {
     }
   }
 
-  /** A thinking block is complete at its stop: one chunk carries it whole, signature included. */
+  /** A thinking block is complete at its stop, signature included. */
   private blockStop(data: JsonObject): SseEvent[] {
     const index = typeof data.index === 'number' ? data.index : -1;
     const block = this.blocks.get(index);
     this.blocks.delete(index);
-    if (block?.kind !== 'thinking') return [];
-    const whole = { type: 'thinking', thinking: block.thinking, signature: block.signature };
-    return [this.delta({ thinking_blocks: [whole] })];
+    if (block?.kind === 'thinking') {
+      this.pendingThinking.push({ type: 'thinking', thinking: block.thinking, signature: block.signature });
+    }
+    return [];
   }
 
   /** Text is the content, except for structured output, where it is a refusal (see response.ts). */
@@ -229,7 +251,8 @@ export class AnthropicStreamTranslator {
 
   private stop(): SseEvent[] {
     this.state = 'done';
-    const out = [this.chunk([choice({}, finishReasonOf(this.stopReason, this.sawJson))])];
+    const out = this.pendingThinking.length === 0 ? [] : [this.flushThinking()];
+    out.push(this.chunk([choice({}, finishReasonOf(this.stopReason, this.sawJson))]));
     if (this.options.includeUsage) out.push(this.chunk([], openAIUsage(this.usage)));
     return out;
   }

@@ -447,6 +447,23 @@ describe('thinking through Anthropic', () => {
     expect(next.choices[0]?.message.content).toBe(anthropicFakeReply('Again'));
   });
 
+  it("gives the SDK's stream helper the same thinking_blocks as the non-streamed call", async () => {
+    fake.setBehavior({ redactedThinking: 'EmwKAhgBEgy3va3pzix', toolCalls: TWO_CALLS });
+    const params = {
+      model: MODEL,
+      messages: ASK,
+      tools: [weatherTool],
+      reasoning_effort: 'low' as const,
+      max_completion_tokens: 4000,
+    };
+    const plain = (await client.chat.completions.create(params)).choices[0]?.message as ThinkingMessage;
+    const streamed = (await client.chat.completions.stream(params).finalChatCompletion()).choices[0]
+      ?.message as ThinkingMessage;
+    expect(plain.thinking_blocks).toHaveLength(2);
+    expect(streamed.thinking_blocks).toEqual(plain.thinking_blocks);
+    expect(streamed.tool_calls).toEqual(plain.tool_calls);
+  });
+
   it('round-trips redacted thinking in a tool loop', async () => {
     fake.enqueue({
       redactedThinking: 'EmwKAhgBEgy3va3pzix',

@@ -165,7 +165,7 @@ describe('AnthropicStreamTranslator: tools, structured output, thinking', () => 
       'content_filter',
     ],
     [
-      'thinking: reasoning_content deltas, then the whole block with its signature',
+      'thinking: reasoning_content deltas, then the whole block with its signature before the text',
       [
         start,
         blockStart(0, { type: 'thinking', thinking: '', signature: '' }),
@@ -202,24 +202,56 @@ describe('AnthropicStreamTranslator: tools, structured output, thinking', () => 
       'stop',
     ],
     [
-      'redacted thinking: the block at its start',
+      'thinking and redacted thinking: one delta with both, before the tool call',
       [
         start,
-        blockStart(0, { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix...' }),
+        blockStart(0, { type: 'thinking', thinking: '', signature: '' }),
+        delta(0, { type: 'thinking_delta', thinking: 'Call it.' }),
+        delta(0, { type: 'signature_delta', signature: 'sig1' }),
         blockStop(0),
-        blockStart(1, { type: 'text', text: '' }),
-        delta(1, { type: 'text_delta', text: 'Hi' }),
+        blockStart(1, { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix...' }),
         blockStop(1),
-        ...end('end_turn'),
+        blockStart(2, { type: 'tool_use', id: 'toolu_1', name: 'f', input: {} }),
+        json(2, '{}'),
+        blockStop(2),
+        ...end('tool_use'),
       ],
       {},
       [
         { role: 'assistant', content: '' },
-        { thinking_blocks: [{ type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix...' }] },
-        { content: 'Hi' },
+        { reasoning_content: 'Call it.' },
+        {
+          thinking_blocks: [
+            { type: 'thinking', thinking: 'Call it.', signature: 'sig1' },
+            { type: 'redacted_thinking', data: 'EmwKAhgBEgy3va3pzix...' },
+          ],
+        },
+        {
+          tool_calls: [{ index: 0, id: 'toolu_1', type: 'function', function: { name: 'f', arguments: '' } }],
+        },
+        { tool_calls: [{ index: 0, function: { arguments: '{}' } }] },
         {},
       ],
-      'stop',
+      'tool_calls',
+    ],
+    [
+      'thinking with nothing after it: the blocks before the finish chunk',
+      [
+        start,
+        blockStart(0, { type: 'thinking', thinking: '', signature: '' }),
+        delta(0, { type: 'thinking_delta', thinking: 'Hmm.' }),
+        delta(0, { type: 'signature_delta', signature: 'sig' }),
+        blockStop(0),
+        ...end('max_tokens'),
+      ],
+      {},
+      [
+        { role: 'assistant', content: '' },
+        { reasoning_content: 'Hmm.' },
+        { thinking_blocks: [{ type: 'thinking', thinking: 'Hmm.', signature: 'sig' }] },
+        {},
+      ],
+      'length',
     ],
   ])('%s', (_name, events, options, expected, finishReason) => {
     const chunks = run(events, options);
