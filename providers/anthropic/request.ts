@@ -162,16 +162,8 @@ export function translateRequest(body: JsonObject): TranslatedRequest {
   const structured = structuredOutput(body.response_format);
   let jsonTool: string | undefined;
   if (structured !== undefined) {
-    if (tools.tools !== undefined && tools.choice?.type !== 'none') {
-      throw invalidParameter(
-        'response_format',
-        "response_format json_schema/json_object cannot be combined with tools on this model's provider: " +
-          'it answers in JSON through a forced tool call (send tool_choice "none" or leave the tools out)',
-      );
-    }
-    request.tools = [structured];
-    request.tool_choice = { type: 'tool', name: structured.name };
     jsonTool = structured.name;
+    Object.assign(request, withAnswerTool(structured, tools));
   } else if (tools.tools !== undefined) {
     request.tools = tools.tools;
     if (tools.choice !== undefined) request.tool_choice = tools.choice;
@@ -331,6 +323,37 @@ function structuredOutput(value: unknown): AnthropicTool | undefined {
         `response_format: ${String(value.type)} is not supported by this model's provider`,
       );
   }
+}
+
+/**
+ * Structured output is a tool the model must call. Alone, it is forced by name. Beside the client's own
+ * tools the model must call one of them or the answer tool (tool_choice `any`): OpenAI's meaning of tools
+ * with a response format (call tools, or answer in the schema), except that a model cannot answer in
+ * free text. A named tool_choice keeps forcing that tool; `none` leaves only the answer tool.
+ */
+function withAnswerTool(
+  answer: AnthropicTool,
+  client: { tools?: AnthropicTool[]; choice?: AnthropicToolChoice },
+): { tools: AnthropicTool[]; tool_choice: AnthropicToolChoice } {
+  const own = client.tools ?? [];
+  const choice = client.choice;
+  if (own.length === 0 || choice?.type === 'none') {
+    return { tools: [answer], tool_choice: { type: 'tool', name: answer.name } };
+  }
+  if (own.some((t) => t.name === answer.name)) {
+    throw invalidParameter(
+      'response_format.json_schema.name',
+      `response_format.json_schema.name ${answer.name} is also the name of a tool: on this model's provider the answer is a tool call, so the names must differ`,
+    );
+  }
+  if (choice?.type === 'tool') return { tools: [...own, answer], tool_choice: choice };
+  const parallel =
+    choice?.type === 'auto' || choice?.type === 'any' ? choice.disable_parallel_tool_use : undefined;
+  return {
+    tools: [...own, answer],
+    tool_choice:
+      parallel === undefined ? { type: 'any' } : { type: 'any', disable_parallel_tool_use: parallel },
+  };
 }
 
 function thinkingBudget(effort: unknown, maxTokens: number): number | undefined {

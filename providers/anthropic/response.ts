@@ -167,7 +167,8 @@ export function fromAnthropicMessage(value: unknown, options: TranslateOptions):
         index: 0,
         message,
         logprobs: null,
-        finish_reason: finishReasonOf(value.stop_reason, json !== undefined),
+        // A structured answer is the end of the turn, unless the model also called the client's tools.
+        finish_reason: finishReasonOf(value.stop_reason, json !== undefined && toolCalls.length === 0),
       },
     ],
     usage: usageOf(value.usage),

@@ -252,7 +252,8 @@ export class AnthropicStreamTranslator {
   private stop(): SseEvent[] {
     this.state = 'done';
     const out = this.pendingThinking.length === 0 ? [] : [this.flushThinking()];
-    out.push(this.chunk([choice({}, finishReasonOf(this.stopReason, this.sawJson))]));
+    const structured = this.sawJson && this.toolCalls === 0;
+    out.push(this.chunk([choice({}, finishReasonOf(this.stopReason, structured))]));
     if (this.options.includeUsage) out.push(this.chunk([], openAIUsage(this.usage)));
     return out;
   }

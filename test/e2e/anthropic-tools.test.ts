@@ -311,16 +311,38 @@ describe('structured output through Anthropic', () => {
     expect(JSON.parse(completion.choices[0]?.message.content ?? '')).toEqual({ ok: true });
   });
 
-  it('refuses json_schema together with tools, naming the conflict', async () => {
-    const err = await client.chat.completions
-      .create({ model: MODEL, messages: ASK, tools: [weatherTool], response_format: format })
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('response_format');
-    expect(fake.requests).toHaveLength(0);
+  it('with tools too, calls the tools first and answers in the schema after their results', async () => {
+    fake.enqueue(
+      { toolCalls: [{ id: 'toolu_w', name: 'get_weather', input: { city: 'Paris' } }] },
+      { toolCalls: [{ id: 'toolu_a', name: 'person', input: { name: 'Ada', age: 36 } }] },
+    );
+    const ask: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Who, and the weather?' }];
+    const first = await client.chat.completions.create({
+      model: MODEL,
+      messages: ask,
+      tools: [weatherTool],
+      response_format: format,
+    });
+    assertOpenAISchema('CreateChatCompletionResponse', first);
+    expect(first.choices[0]?.finish_reason).toBe('tool_calls');
+    expect(first.choices[0]?.message.tool_calls?.[0]).toMatchObject({ function: { name: 'get_weather' } });
+    expect(lastBody()).toMatchObject({
+      tools: [{ name: 'get_weather' }, { name: 'person', input_schema: schema }],
+      tool_choice: { type: 'any' },
+    });
+
+    const assistant = first.choices[0]?.message;
+    if (!assistant) throw new Error('no message');
+    const second = await client.chat.completions.create({
+      model: MODEL,
+      tools: [weatherTool],
+      response_format: format,
+      messages: [...ask, assistant, { role: 'tool', tool_call_id: 'toolu_w', content: 'Sunny' }],
+    });
+    assertOpenAISchema('CreateChatCompletionResponse', second);
+    expect(second.choices[0]?.finish_reason).toBe('stop');
+    expect(second.choices[0]?.message.tool_calls).toBeUndefined();
+    expect(JSON.parse(second.choices[0]?.message.content ?? '')).toEqual({ name: 'Ada', age: 36 });
   });
 });
 

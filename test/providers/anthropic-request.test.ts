@@ -278,10 +278,50 @@ describe('structured output', () => {
     expect(request.tools?.map((t) => t.name)).toEqual(['json_object']);
   });
 
+  it.each<[string, JsonObject, JsonObject]>([
+    ['auto', { tool_choice: 'auto' }, { type: 'any' }],
+    ['no tool_choice', {}, { type: 'any' }],
+    ['required', { tool_choice: 'required' }, { type: 'any' }],
+    [
+      'parallel_tool_calls false',
+      { parallel_tool_calls: false },
+      { type: 'any', disable_parallel_tool_use: true },
+    ],
+    [
+      'a named function',
+      { tool_choice: { type: 'function', function: { name: 'get_weather' } } },
+      { type: 'tool', name: 'get_weather' },
+    ],
+  ])('beside client tools (%s), the answer tool is one the model may call', (_name, extra, choice) => {
+    const { request, jsonTool } = translateRequest({
+      ...base,
+      messages: [user('Hi')],
+      tools: [weather],
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema } },
+      ...extra,
+    });
+    expect(jsonTool).toBe('person');
+    expect(request.tools?.map((t) => t.name)).toEqual(['get_weather', 'person']);
+    expect(request.tool_choice).toEqual(choice);
+  });
+
   it.each<[string, JsonObject, string]>([
     [
-      'tools together with json_schema',
-      { tools: [weather], response_format: { type: 'json_schema', json_schema: { name: 'p', schema } } },
+      'an answer tool named like a client tool',
+      {
+        tools: [weather],
+        response_format: { type: 'json_schema', json_schema: { name: 'get_weather', schema } },
+      },
+      'response_format.json_schema.name',
+    ],
+    [
+      'tools and json_schema with reasoning_effort (a forced tool)',
+      {
+        max_tokens: 4000,
+        reasoning_effort: 'low',
+        tools: [weather],
+        response_format: { type: 'json_object' },
+      },
       'response_format',
     ],
     [

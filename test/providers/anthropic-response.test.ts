@@ -131,6 +131,25 @@ describe('fromAnthropicMessage', () => {
     expect(choice.finish_reason).toBe('stop');
   });
 
+  it('shows client tool calls beside a structured answer, finishing with tool_calls', () => {
+    const out = fromAnthropicMessage(
+      message(
+        [
+          { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } },
+          { type: 'tool_use', id: 'toolu_2', name: 'person', input: { name: 'Ada' } },
+        ],
+        'tool_use',
+      ),
+      { ...options, jsonTool: 'person' },
+    );
+    const choice = only(out);
+    expect(choice.message).toMatchObject({
+      content: '{"name":"Ada"}',
+      tool_calls: [{ id: 'toolu_1', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+    });
+    expect(choice.finish_reason).toBe('tool_calls');
+  });
+
   it('makes text in place of a structured answer a refusal', () => {
     const out = fromAnthropicMessage(
       message([{ type: 'text', text: 'I cannot help with that.' }], 'refusal'),
