@@ -38,6 +38,7 @@ models:
   - namespace: ${MODEL}
     name: Claude with tools
     type: text
+    capabilities: [text-to-text, image-to-text]   # image-to-text: Gantry lets image parts through
     billable: true
     pricing:
       amount: 10
