@@ -205,8 +205,12 @@ function mapTools(body: JsonObject): { tools?: AnthropicTool[]; choice?: Anthrop
   const raw = body.tools;
   const list = raw === undefined || raw === null ? [] : raw;
   if (!Array.isArray(list)) throw invalidParameter('tools', 'tools must be an array');
-  const tools = list.map(toolOf);
-  const choice = toolChoiceOf(body.tool_choice, tools);
+  let tools = list.map(toolOf);
+  let choiceValue = body.tool_choice;
+  if (isObject(choiceValue) && choiceValue.type === 'allowed_tools') {
+    ({ tools, choice: choiceValue } = allowedTools(choiceValue, tools));
+  }
+  const choice = toolChoiceOf(choiceValue, tools);
   if (tools.length === 0) return {};
   // parallel_tool_calls: false is Anthropic's disable_parallel_tool_use, which lives on tool_choice.
   if (body.parallel_tool_calls === false && choice?.type !== 'none') {
@@ -242,6 +246,43 @@ function objectSchema(schema: unknown, where: string): JsonObject {
     throw invalidParameter(where, `${where}: this model's provider takes only schemas of type "object"`);
   }
   return schema;
+}
+
+/**
+ * tool_choice allowed_tools: Anthropic has no such list, so only the allowed tools are sent, and its
+ * mode (auto, required) becomes the tool_choice for them.
+ */
+function allowedTools(
+  value: JsonObject,
+  tools: AnthropicTool[],
+): { tools: AnthropicTool[]; choice: 'auto' | 'required' } {
+  const spec = isObject(value.allowed_tools) ? value.allowed_tools : {};
+  const mode = spec.mode;
+  if (mode !== 'auto' && mode !== 'required') {
+    throw invalidParameter(
+      'tool_choice.allowed_tools.mode',
+      'tool_choice.allowed_tools.mode must be auto or required',
+    );
+  }
+  const listed = Array.isArray(spec.tools) ? spec.tools : [];
+  const names = new Set<string>();
+  for (const [i, t] of listed.entries()) {
+    const name = isObject(t) && isObject(t.function) ? t.function.name : undefined;
+    if (typeof name !== 'string' || !tools.some((tool) => tool.name === name)) {
+      throw invalidParameter(
+        `tool_choice.allowed_tools.tools[${i}]`,
+        `tool_choice.allowed_tools.tools[${i}] must name a function that is in tools`,
+      );
+    }
+    names.add(name);
+  }
+  if (names.size === 0) {
+    throw invalidParameter(
+      'tool_choice.allowed_tools.tools',
+      'tool_choice.allowed_tools.tools must list a tool',
+    );
+  }
+  return { tools: tools.filter((t) => names.has(t.name)), choice: mode };
 }
 
 function toolChoiceOf(value: unknown, tools: AnthropicTool[]): AnthropicToolChoice | undefined {

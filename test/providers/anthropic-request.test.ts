@@ -75,6 +75,31 @@ describe('tools and tool_choice', () => {
       { tools: [weatherTool], tool_choice: { type: 'none' } },
     ],
     ['parallel_tool_calls true', { tools: [weather], parallel_tool_calls: true }, { tools: [weatherTool] }],
+    [
+      'allowed_tools auto: only the allowed tools are sent',
+      {
+        tools: [weather, time],
+        tool_choice: {
+          type: 'allowed_tools',
+          allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'get_time' } }] },
+        },
+      },
+      { tools: [timeTool], tool_choice: { type: 'auto' } },
+    ],
+    [
+      'allowed_tools required → any',
+      {
+        tools: [weather, time],
+        tool_choice: {
+          type: 'allowed_tools',
+          allowed_tools: {
+            mode: 'required',
+            tools: [{ type: 'function', function: { name: 'get_weather' } }],
+          },
+        },
+      },
+      { tools: [weatherTool], tool_choice: { type: 'any' } },
+    ],
     ['an empty tools list', { tools: [], tool_choice: 'none' }, {}],
     [
       'a schema without type gets type object',
@@ -106,9 +131,20 @@ describe('tools and tool_choice', () => {
     ],
     ['tool_choice required without tools', { tool_choice: 'required' }, 'tool_choice'],
     [
-      'allowed_tools',
+      'allowed_tools without a mode',
       { tools: [weather], tool_choice: { type: 'allowed_tools', allowed_tools: {} } },
-      'tool_choice',
+      'tool_choice.allowed_tools.mode',
+    ],
+    [
+      'allowed_tools naming an unknown tool',
+      {
+        tools: [weather],
+        tool_choice: {
+          type: 'allowed_tools',
+          allowed_tools: { mode: 'auto', tools: [{ type: 'function', function: { name: 'nope' } }] },
+        },
+      },
+      'tool_choice.allowed_tools.tools[0]',
     ],
     ['legacy functions', { functions: [{ name: 'f' }] }, 'functions'],
     ['legacy function_call', { function_call: { name: 'f' } }, 'function_call'],
