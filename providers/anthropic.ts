@@ -1,11 +1,6 @@
-import {
-  ANTHROPIC_DEFAULT_BASE_URL,
-  ANTHROPIC_DEFAULT_VERSION,
-  ANTHROPIC_MESSAGES_PATH,
-  AnthropicStreamTranslator,
-  fromAnthropicMessage,
-  toAnthropicRequest,
-} from './anthropic-translate.js';
+import { translateRequest } from './anthropic/request.js';
+import { fromAnthropicMessage } from './anthropic/response.js';
+import { AnthropicStreamTranslator } from './anthropic/stream.js';
 import { requireEventStream, UpstreamClient } from './http.js';
 import { ProviderRequestError } from './request-error.js';
 import { parseSse } from './sse.js';
@@ -18,9 +13,14 @@ import type {
   SseEvent,
 } from './types.js';
 
+export const ANTHROPIC_DEFAULT_BASE_URL = 'https://api.anthropic.com';
+export const ANTHROPIC_DEFAULT_VERSION = '2023-06-01';
+export const ANTHROPIC_MESSAGES_PATH = '/v1/messages';
+
 /**
  * Anthropic's Messages API behind OpenAI chat completions. The request, the response and every stream
- * event are translated (anthropic-translate.ts); what Anthropic cannot honour is refused with a 400
+ * event are translated (anthropic/request.ts, response.ts, stream.ts: tools, structured output, images,
+ * thinking and cache usage included); what Anthropic cannot honour is refused with a 400
  * before any network call. No embeddings, no native Responses (Gantry bridges those onto chat), and no
  * `forward`: the other OpenAI endpoints do not exist here.
  */
@@ -48,7 +48,7 @@ export class AnthropicProvider implements InferenceProvider {
   }
 
   async chat(body: JsonObject, ctx: CallContext): Promise<ProviderResult> {
-    const request = toAnthropicRequest(body);
+    const { request, jsonTool } = translateRequest(body);
     const model = request.model;
     const payload = JSON.stringify(request);
     if (request.stream !== true) {
@@ -59,7 +59,7 @@ export class AnthropicProvider implements InferenceProvider {
         payload,
         ctx.cancel ?? ctx.signal,
       );
-      return { kind: 'json', body: fromAnthropicMessage(json, { provider: this.name, model }) };
+      return { kind: 'json', body: fromAnthropicMessage(json, { provider: this.name, model, jsonTool }) };
     }
     const res = await this.client.request(
       'POST',
@@ -72,6 +72,7 @@ export class AnthropicProvider implements InferenceProvider {
     const translator = new AnthropicStreamTranslator({
       provider: this.name,
       model,
+      jsonTool,
       includeUsage: includeUsage(body),
     });
     return { kind: 'stream', events: translate(parseSse(res.body), translator) };

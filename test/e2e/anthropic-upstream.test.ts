@@ -223,18 +223,12 @@ describe('chat completions through Anthropic', () => {
   });
 
   it('refuses a parameter Anthropic cannot honour with a 400 naming it, before any upstream call', async () => {
-    const tools = await errorOf(
-      client.chat.completions.create({
-        model: MODEL,
-        messages,
-        tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object' } } }],
-      }),
-    );
-    expect(tools).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(tools.status).toBe(400);
-    expect(tools.param).toBe('tools');
-    expect(tools.message).toMatch(/tools/);
-    expect(tools.error).toMatchObject({ error_id: 'INVALID_PARAMETER', type: 'invalid_request_error' });
+    const n = await errorOf(client.chat.completions.create({ model: MODEL, messages, n: 2 }));
+    expect(n).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(n.status).toBe(400);
+    expect(n.param).toBe('n');
+    expect(n.message).toMatch(/n = 1/);
+    expect(n.error).toMatchObject({ error_id: 'INVALID_PARAMETER', type: 'invalid_request_error' });
 
     const seed = await errorOf(client.chat.completions.create({ model: MODEL, messages, seed: 1 }));
     expect(seed).toBeInstanceOf(OpenAI.BadRequestError);
@@ -250,11 +244,11 @@ describe('chat completions through Anthropic', () => {
         model: MODEL,
         messages,
         stream: true,
-        response_format: { type: 'json_object' },
+        logprobs: true,
       }),
     );
     expect(streamed).toBeInstanceOf(OpenAI.BadRequestError);
-    expect(streamed.param).toBe('response_format');
+    expect(streamed.param).toBe('logprobs');
 
     expect(fake.requests).toHaveLength(0);
   });

@@ -178,8 +178,9 @@ describe('AnthropicProvider: the request on the wire', () => {
 
   it.each<[string, JsonObject]>([
     ['n', { n: 2 }],
-    ['tools', { tools: [{ type: 'function', function: { name: 'f', parameters: {} } }] }],
-    ['response_format', { response_format: { type: 'json_schema', json_schema: { name: 's', schema: {} } } }],
+    ['tools[0]', { tools: [{ type: 'custom', custom: { name: 'f' } }] }],
+    ['response_format', { response_format: { type: 'grammar' } }],
+    ['reasoning_effort', { reasoning_effort: 'high', temperature: 0.2 }],
     ['logprobs', { logprobs: true }],
     ['seed', { seed: 1 }],
     ['temperature', { temperature: 1.7 }],

@@ -1,11 +1,16 @@
+/**
+ * The Anthropic translation's basics in all three directions (providers/anthropic/): plain chat fields,
+ * system and role merging, refusals, finish reasons, error types, text streams and their failures. Tools,
+ * structured output, images, thinking and cache usage: anthropic-request/-response/-stream.test.ts.
+ */
 import { describe, expect, it } from 'vitest';
+import { toAnthropicRequest } from '../../providers/anthropic/request.js';
 import {
-  AnthropicStreamTranslator,
   finishReasonOf,
   fromAnthropicMessage,
   statusOfErrorType,
-  toAnthropicRequest,
-} from '../../providers/anthropic-translate.js';
+} from '../../providers/anthropic/response.js';
+import { AnthropicStreamTranslator } from '../../providers/anthropic/stream.js';
 import { ProviderRequestError } from '../../providers/request-error.js';
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
@@ -200,13 +205,11 @@ describe('toAnthropicRequest', () => {
     ['n', 2],
     ['logprobs', true],
     ['top_logprobs', 3],
-    ['tools', [{ type: 'function', function: { name: 'f', parameters: {} } }]],
-    ['tool_choice', 'auto'],
+    ['tool_choice', 'required'],
     ['tool_choice', { type: 'function', function: { name: 'f' } }],
     ['functions', [{ name: 'f' }]],
     ['function_call', 'auto'],
-    ['response_format', { type: 'json_object' }],
-    ['response_format', { type: 'json_schema', json_schema: { name: 'x', schema: {} } }],
+    ['response_format', { type: 'grammar' }],
     ['audio', { voice: 'alloy', format: 'mp3' }],
     ['modalities', ['text', 'audio']],
     ['presence_penalty', 0.5],
@@ -215,7 +218,7 @@ describe('toAnthropicRequest', () => {
     ['seed', 42],
     ['prediction', { type: 'content', content: 'x' }],
     ['web_search_options', {}],
-    ['reasoning_effort', 'high'],
+    ['reasoning_effort', 'extreme'],
     ['store', true],
   ])('rejects %s = %j with a 400 naming it', (param, value) => {
     const err = gantryError(() => toAnthropicRequest({ ...base, messages: [user('Hi')], [param]: value }));
@@ -226,17 +229,17 @@ describe('toAnthropicRequest', () => {
   });
 
   it.each<[string, JsonObject, string]>([
-    ['a tool message', { role: 'tool', tool_call_id: 'c', content: 'x' }, 'messages[1].role'],
+    ['a tool message without tool_call_id', { role: 'tool', content: 'x' }, 'messages[1].tool_call_id'],
     ['a function message', { role: 'function', name: 'f', content: 'x' }, 'messages[1].role'],
     [
-      'assistant tool calls',
+      'assistant tool calls without a function',
       { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function' }] },
-      'messages[1].tool_calls',
+      'messages[1].tool_calls[0]',
     ],
     [
-      'an image part',
-      { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x/y.png' } }] },
-      'messages[1].content[0]',
+      'an image part of an unsupported type',
+      { role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/bmp;base64,AAAA' } }] },
+      'messages[1].content[0].image_url.url',
     ],
     ['an audio part', { role: 'user', content: [{ type: 'input_audio' }] }, 'messages[1].content[0]'],
   ])('rejects %s', (_name, message, param) => {
