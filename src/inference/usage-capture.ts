@@ -31,8 +31,19 @@ function num(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
-/** A chat chunk with content, or a Responses text delta (compact JSON or with spaces). */
-const FIRST_TOKEN = new RegExp(`${CONTENT.source}|"type"\\s*:\\s*"response\\.output_text\\.delta"`);
+/**
+ * The first generated token (compact JSON or with spaces): a chat chunk with content, reasoning or a
+ * tool call (a tool-call-only answer has no content at all), or a Responses delta of text, arguments or
+ * reasoning.
+ */
+const FIRST_TOKEN = new RegExp(
+  [
+    CONTENT.source,
+    '"reasoning_content"\\s*:\\s*"[^"]',
+    '"tool_calls"\\s*:\\s*\\[\\s*\\{',
+    '"type"\\s*:\\s*"response\\.(?:output_text|function_call_arguments|reasoning_text|reasoning_summary_text)\\.delta"',
+  ].join('|'),
+);
 /** Event text kept for metering a cut stream before it is reduced to its content (see fold). */
 const FOLD_AT = 256 * 1024;
 

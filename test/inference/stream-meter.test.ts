@@ -218,6 +218,29 @@ describe('StreamMeter: time to first token', () => {
     expect(meter.firstTokenAt).toBeLessThanOrEqual(after);
   });
 
+  it('is set at the first tool call or reasoning piece: an answer may have no content at all', () => {
+    for (const delta of [
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: '' } }],
+      },
+      { reasoning_content: 'Let me think' },
+    ]) {
+      const meter = new StreamMeter(false);
+      meter.see(ev(chunk({ role: 'assistant', content: '' })));
+      expect(meter.firstTokenAt).toBeUndefined();
+      meter.see(ev(chunk(delta)));
+      expect(meter.firstTokenAt).toBeDefined();
+    }
+    const responses = new StreamMeter(true);
+    responses.see({
+      event: 'response.function_call_arguments.delta',
+      data: JSON.stringify({ type: 'response.function_call_arguments.delta', item_id: 'fc', delta: '{' }),
+    });
+    expect(responses.firstTokenAt).toBeDefined();
+  });
+
   it('keeps the first time: later content does not move it', async () => {
     const meter = new StreamMeter(false);
     meter.see(ev(chunk({ content: 'one' })));
