@@ -96,7 +96,10 @@ export async function createPrediction(
     });
   }
   if (entry.status === 'offline') {
-    throw new GantryError('MODEL_NOT_ACTIVE', { message: `Model ${entry.namespace} is offline` });
+    throw new GantryError('MODEL_NOT_ACTIVE', {
+      message: `Model ${entry.namespace} is offline`,
+      ...(entry.status_reason === undefined ? {} : { details: entry.status_reason }),
+    });
   }
   const validator = deps.validators.get(entry.namespace);
   if (!validator)
@@ -109,6 +112,10 @@ export async function createPrediction(
       message: `Invalid input: ${formatFieldErrors(checked.fields)}`,
       details: { fields: checked.fields },
     });
+  }
+  if (checked.dropped.length > 0) {
+    // The model's `unknown_inputs: drop`: the names only (a value may be a mistyped secret).
+    deps.log.info({ model: entry.namespace, dropped: checked.dropped }, 'unknown inputs dropped');
   }
 
   const webhook = await parseWebhook(deps, request.webhook);

@@ -97,15 +97,31 @@ export async function loadModelSchemas(
   }
 }
 
-function compileValidators(models: ModelEntry[]): Map<string, InputValidator> {
+/**
+ * One validator per prediction model. A schema that cannot be compiled takes only its model offline (the
+ * reason logged and shown on the model as `status_reason`); the others are served. Repairs made to a
+ * schema (input-dialect.ts) are logged once.
+ */
+export function compileValidators(
+  models: readonly ModelEntry[],
+  catalog: Catalog,
+  log: FastifyBaseLogger,
+): Map<string, InputValidator> {
   const validators = new Map<string, InputValidator>();
   for (const model of models) {
     if (!model.serves.includes('predictions')) continue;
+    const repairs: string[] = [];
     try {
-      validators.set(model.namespace, compileInputSchema(model.input_schema ?? { type: 'object' }));
+      const schema = model.input_schema ?? { type: 'object' };
+      const options = { repairs, ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}) };
+      validators.set(model.namespace, compileInputSchema(schema, options));
     } catch (error) {
-      throw new Error(`model ${model.namespace}: ${(error as Error).message}`);
+      const reason = (error as Error).message;
+      log.error({ model: model.namespace, reason }, 'model taken offline: its input schema cannot be used');
+      catalog.takeOffline(model.namespace, reason);
+      continue;
     }
+    if (repairs.length > 0) log.warn({ model: model.namespace, repairs }, 'model input schema repaired');
   }
   return validators;
 }
@@ -171,7 +187,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     blobs: createBlobStore(config, blobSecret, options.publicUrl),
     backends: options.backends,
     inference: options.inference,
-    validators: compileValidators(config.models),
+    validators: compileValidators(config.models, options.catalog, log),
     secretKey,
     services: options.services,
     usage: options.services.usage,
