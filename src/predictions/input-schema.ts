@@ -29,6 +29,7 @@ import { isJsonObject, mapSubschemas } from '../../providers/predictions/cog-ope
 import type { JsonObject } from '../../providers/predictions/types.js';
 import { coerceInput, fieldReadings } from './input-coercion.js';
 import { toAjvDialect } from './input-dialect.js';
+import { fileFields } from './input-files.js';
 
 /** What a secret input's value is replaced with wherever a prediction is shown, logged or stored. */
 export const REDACTED = '**********';
@@ -60,6 +61,8 @@ export interface InputValidator {
   readonly fieldNames: readonly string[];
   /** Inputs that hold secrets: `format: password`, `x-cog-secret: true`, or named `*_api_key`. */
   readonly secretFields: readonly string[];
+  /** Inputs that hold files (`format: uri`, or arrays of them): see input-files.ts. */
+  readonly fileFields: readonly string[];
   /**
    * Never mutates `input`; on success returns a copy converted as pydantic would, with the schema's
    * usable defaults filled in.
@@ -110,6 +113,7 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
   return {
     fieldNames: orderedFieldNames(properties),
     secretFields: Object.keys(properties).filter((name) => isSecretProperty(name, properties[name])),
+    fileFields: fileFields(prepProperties),
     validate(input: unknown): InputValidation {
       if (!isJsonObject(input))
         return { ok: false, fields: [{ field: 'input', message: 'must be an object' }] };
