@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { CogSchemaError } from '../../providers/predictions/cog-openapi.js';
 import { createBackend, mediaBackendFor, PREDICTION_KINDS } from '../../providers/predictions/index.js';
 import type { PredictionBackend } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
@@ -70,11 +71,13 @@ export function createBackends(
 /**
  * Fills in the input and output schemas of prediction models that the config leaves out, from their
  * backend (a Cog server's /openapi.json, the local models' own), so the Models API shows them and
- * inputs are validated against them. A backend that cannot answer stops Gantry with its reason.
+ * inputs are validated against them. A backend that cannot answer stops Gantry with its reason; one
+ * whose answer holds no usable schemas (CogSchemaError) takes only its model offline, with the reason.
  */
 export async function loadModelSchemas(
   models: ModelEntry[],
   backends: ReadonlyMap<string, PredictionBackend>,
+  log?: FastifyBaseLogger,
 ) {
   for (const model of models) {
     if (!model.serves.includes('predictions') || (model.input_schema && model.output_schema)) continue;
@@ -85,9 +88,16 @@ export async function loadModelSchemas(
       try {
         schemas = await backend.schemas(route.model);
       } catch (error) {
-        throw new Error(
-          `model ${model.namespace}: cannot read its schemas from ${route.provider}: ${(error as Error).message}`,
-        );
+        if (error instanceof CogSchemaError) {
+          // The server answered with schemas Gantry cannot use: this model only goes offline.
+          model.status = 'offline';
+          model.status_reason = `its schemas from ${route.provider} cannot be used: ${error.message}`;
+          log?.error({ model: model.namespace, reason: model.status_reason }, 'model taken offline');
+          schemas = undefined;
+        } else
+          throw new Error(
+            `model ${model.namespace}: cannot read its schemas from ${route.provider}: ${(error as Error).message}`,
+          );
       }
     } else if (!backend) {
       schemas = { input: TEXT_INPUT_SCHEMA, output: TEXT_OUTPUT_SCHEMA };
