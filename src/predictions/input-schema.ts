@@ -117,8 +117,9 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
     validate(input: unknown): InputValidation {
       if (!isJsonObject(input))
         return { ok: false, fields: [{ field: 'input', message: 'must be an object' }] };
-      // The caller's object stays as it was sent; what is checked and stored is the converted copy.
-      const { input: copy } = coerceInput(structuredClone(input), readings);
+      // A new top-level object (nested values are shared, and nothing here writes into them): the
+      // caller's object stays as it was sent; what is checked and stored is the converted copy.
+      const { input: copy } = coerceInput(input, readings);
       const dropped: string[] = [];
       if (drop) {
         for (const name of Object.keys(copy)) {
