@@ -86,7 +86,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     return `http://${config.server.host}:${config.server.port}`;
   };
   const backends = createBackends(config, () => `${publicUrl()}/internal/backends`);
-  await loadModelSchemas(config.models, backends);
+  await loadModelSchemas(config.models, backends, app.log);
 
   const services = createServices(config, store, {
     log: app.log,

@@ -28,12 +28,32 @@ export class Catalog {
   private readonly byNamespace = new Map<string, CatalogModel>();
   private readonly ordered: CatalogModel[] = [];
 
-  constructor(models: ModelEntry[], createdAt: number) {
+  constructor(
+    models: ModelEntry[],
+    private readonly createdAt: number,
+  ) {
     for (const entry of models) {
       const model: CatalogModel = { entry, view: Object.freeze(toView(entry, createdAt)) };
       this.byNamespace.set(entry.namespace, model);
       this.ordered.push(model);
     }
+  }
+
+  /**
+   * At start, before serving: a model Gantry cannot serve (its input schema does not compile) is shown
+   * `offline` with `status_reason`, and refused on use; the others are untouched.
+   */
+  takeOffline(namespace: string, reason: string): void {
+    const model = this.byNamespace.get(namespace);
+    if (!model) return;
+    model.entry.status = 'offline';
+    model.entry.status_reason = reason;
+    const updated: CatalogModel = {
+      entry: model.entry,
+      view: Object.freeze(toView(model.entry, this.createdAt)),
+    };
+    this.byNamespace.set(namespace, updated);
+    this.ordered[this.ordered.indexOf(model)] = updated;
   }
 
   /** The model if it exists and the account may use it. */
@@ -94,5 +114,7 @@ function toView(entry: ModelEntry, createdAt: number): Record<string, unknown> {
     const value = field === 'vendor' ? defaults.vendor : (entry[field] ?? defaults[field]);
     view[field] = value;
   }
+  // Gantry extension: why a model is offline when Gantry took it offline (README, Models).
+  if (entry.status_reason !== undefined) view.status_reason = entry.status_reason;
   return view;
 }

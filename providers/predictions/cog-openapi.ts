@@ -58,6 +58,14 @@ const ANNOTATION_KEYWORDS = new Set([
 /** Cog gives every enum component this description; it tells a reader nothing. */
 const COG_ENUM_BOILERPLATE = 'An enumeration.';
 
+/**
+ * The document was read but its schemas cannot be used (missing, or a `$ref` that cannot be inlined):
+ * the model is taken offline, unlike a server that cannot be reached (src/predictions/setup.ts).
+ */
+export class CogSchemaError extends Error {
+  override name = 'CogSchemaError';
+}
+
 export function isJsonObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
@@ -99,16 +107,18 @@ export interface CogSchemas {
  * unresolvable; the caller adds which server and model it came from.
  */
 export function schemasFromCogOpenApi(doc: unknown): CogSchemas {
-  if (!isJsonObject(doc)) throw new Error('Cog OpenAPI document is not a JSON object');
+  if (!isJsonObject(doc)) throw new CogSchemaError('Cog OpenAPI document is not a JSON object');
   const components = doc.components;
   if (!isJsonObject(components) || !isJsonObject(components.schemas)) {
-    throw new Error('Cog OpenAPI document has no components.schemas (is this a Cog server?)');
+    throw new CogSchemaError('Cog OpenAPI document has no components.schemas (is this a Cog server?)');
   }
   const schemas = components.schemas;
   const pick = (name: 'Input' | 'Output'): JsonObject => {
     const schema = schemas[name];
     if (!isJsonObject(schema)) {
-      throw new Error(`Cog OpenAPI document has no components.schemas.${name} (is this a Cog server?)`);
+      throw new CogSchemaError(
+        `Cog OpenAPI document has no components.schemas.${name} (is this a Cog server?)`,
+      );
     }
     return inlineRefs(schema, schemas, [name]);
   };
@@ -130,21 +140,21 @@ function inlineRefs(schema: JsonObject, components: JsonObject, trail: readonly 
 
 function resolveRef(ref: unknown, components: JsonObject, trail: readonly string[]): JsonObject {
   if (typeof ref !== 'string' || !ref.startsWith(COMPONENT_PREFIX)) {
-    throw new Error(
+    throw new CogSchemaError(
       `Cog OpenAPI document: cannot inline $ref ${JSON.stringify(ref)} (only ${COMPONENT_PREFIX}…)`,
     );
   }
   const token = ref.slice(COMPONENT_PREFIX.length);
   if (token.includes('/')) {
-    throw new Error(`Cog OpenAPI document: cannot inline $ref ${ref} (points inside a component)`);
+    throw new CogSchemaError(`Cog OpenAPI document: cannot inline $ref ${ref} (points inside a component)`);
   }
   const name = decodeURIComponent(token).replaceAll('~1', '/').replaceAll('~0', '~');
   if (trail.includes(name)) {
-    throw new Error(`Cog OpenAPI document: circular $ref ${[...trail, name].join(' -> ')}`);
+    throw new CogSchemaError(`Cog OpenAPI document: circular $ref ${[...trail, name].join(' -> ')}`);
   }
   const target = components[name];
   if (!isJsonObject(target)) {
-    throw new Error(`Cog OpenAPI document: $ref ${ref} points at no schema`);
+    throw new CogSchemaError(`Cog OpenAPI document: $ref ${ref} points at no schema`);
   }
   return inlineRefs(target, components, [...trail, name]);
 }

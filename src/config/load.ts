@@ -146,6 +146,7 @@ interface RawConfig {
     concurrency?: number;
     worker_lock_seconds?: number;
     store_timeout_ms?: number;
+    max_input_file_bytes?: number;
     files_dir?: string;
     storage?: {
       kind: 'local' | 's3';
@@ -335,6 +336,7 @@ function buildPredictions(
     concurrency: raw.concurrency ?? 8,
     workerLockMs: Math.round((raw.worker_lock_seconds ?? 30) * 1000),
     storeTimeoutMs: raw.store_timeout_ms ?? 1_000,
+    maxInputFileBytes: raw.max_input_file_bytes ?? 10 * 1024 * 1024,
     filesDir: raw.files_dir ? resolve(raw.files_dir) : join(dataDir, 'files'),
     storage,
     webhooks: {

@@ -134,6 +134,8 @@ const model = {
     accounts: { type: 'array', items: { type: 'string' } },
     /** Overrides of the tiers' per-model ceilings for this model (e.g. lower for compute-heavy models). */
     limits: ceilings,
+    /** Prediction inputs the schema does not declare: refused (default) or dropped (README, Predictions). */
+    unknown_inputs: { enum: ['refuse', 'drop'] },
   },
 };
 
@@ -242,6 +244,8 @@ export const configSchema = {
         concurrency: { type: 'integer', minimum: 1, maximum: 1024 },
         worker_lock_seconds: { type: 'number', minimum: 1, maximum: 3600 },
         store_timeout_ms: { type: 'integer', minimum: 50, maximum: 60_000 },
+        /** Largest file a prediction input may carry as a data: URI (decoded bytes). */
+        max_input_file_bytes: { type: 'integer', minimum: 1 },
         files_dir: { type: 'string' },
         /** Where output files live: the local folder (default) or an S3-compatible bucket. */
         storage: {

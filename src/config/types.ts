@@ -34,6 +34,10 @@ export interface ModelEntry {
   accounts?: string[];
   /** Overrides of the tiers' per-model ceilings for this model. */
   limits?: Ceilings;
+  /** Prediction inputs the schema does not declare: refused (the default) or dropped and logged. */
+  unknown_inputs?: 'refuse' | 'drop';
+  /** Why the model is offline when Gantry took it offline at start (its input schema cannot be used). */
+  status_reason?: string;
 }
 
 /** Ceilings of one rate-limit bucket; an absent one is unlimited. */
@@ -148,6 +152,8 @@ export interface PredictionSettings {
   workerLockMs: number;
   /** Deadline of the store and queue writes of a create: past it the caller gets 503 and nothing runs. */
   storeTimeoutMs: number;
+  /** Largest file (decoded bytes) a prediction input may carry as a data: URI. */
+  maxInputFileBytes: number;
   /** Folder of the local-disk file store. */
   filesDir: string;
   /** The output file store (credentials already read from the environment). */

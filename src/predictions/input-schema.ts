@@ -8,12 +8,18 @@
  *
  * Choices made here:
  * - Dialect: ajv's draft-07 class. OpenAPI 3.0 schemas are closest to draft-04/07 (tuple `items` arrays
- *   stay legal), and OpenAPI-only spellings (`nullable`, boolean `exclusiveMinimum`) are rewritten first.
- * - Unknown input fields are rejected (`foo: is not an input of this model`), where Cog silently drops
- *   them: a misspelt `num_output` would otherwise run a paid prediction with the default. Only schemas
- *   that list `properties` and say nothing about `additionalProperties` get this; an empty catalog
- *   schema (`{}`) accepts any object.
- * - No type coercion: `"4"` for an integer is an error, as it is for a Cog server.
+ *   stay legal); OpenAPI-only and old-Cog spellings are rewritten and harmless faults repaired first
+ *   (input-dialect.ts).
+ * - Unknown input fields are rejected (`foo: is not an input of this model`), where Python Cog silently
+ *   drops them: a misspelt `num_output` would otherwise run a paid prediction with the default. A model's
+ *   `unknown_inputs: drop` drops them instead. Only schemas that list `properties` and say nothing about
+ *   `additionalProperties` get this; an empty catalog schema (`{}`) accepts any object.
+ * - Values are converted as pydantic converts them (`"4"` for an integer is 4; input-coercion.ts) and the
+ *   converted value is what is stored and sent.
+ * - Defaults are never checked against their own schema (Cog does not): a top-level default that passes
+ *   its schema is filled in (so `Prediction.input` shows it); one that does not (`default: null` on a
+ *   non-nullable input, a file name on a `format: uri` input, 7.5 on an integer) is left out, and the
+ *   backend applies its own default.
  * - Formats: `uri` accepts http(s) URLs and data: URIs (what a backend can fetch or decode); `password`
  *   accepts any string; formats Gantry does not know are not checked.
  */
@@ -21,6 +27,9 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isJsonObject, mapSubschemas } from '../../providers/predictions/cog-openapi.js';
 import type { JsonObject } from '../../providers/predictions/types.js';
+import { coerceInput, fieldReadings } from './input-coercion.js';
+import { toAjvDialect } from './input-dialect.js';
+import { fileFields } from './input-files.js';
 
 /** What a secret input's value is replaced with wherever a prediction is shown, logged or stored. */
 export const REDACTED = '**********';
@@ -43,24 +52,39 @@ export interface FieldError {
   message: string;
 }
 
-export type InputValidation = { ok: true; input: JsonObject } | { ok: false; fields: FieldError[] };
+export type InputValidation =
+  /** `dropped`: unknown inputs removed under `unknown_inputs: drop`. */
+  { ok: true; input: JsonObject; dropped: string[] } | { ok: false; fields: FieldError[] };
 
 export interface InputValidator {
   /** The top-level inputs the schema declares, in `x-order`. */
   readonly fieldNames: readonly string[];
   /** Inputs that hold secrets: `format: password`, `x-cog-secret: true`, or named `*_api_key`. */
   readonly secretFields: readonly string[];
-  /** Never mutates `input`; on success returns a copy with the schema's defaults filled in. */
+  /** Inputs that hold files (`format: uri`, or arrays of them): see input-files.ts. */
+  readonly fileFields: readonly string[];
+  /**
+   * Never mutates `input`; on success returns a copy converted as pydantic would, with the schema's
+   * usable defaults filled in.
+   */
   validate(input: unknown): InputValidation;
 }
 
+export interface CompileOptions {
+  /** `drop`: inputs the schema does not declare are removed (and listed) instead of refused. */
+  unknownInputs?: 'refuse' | 'drop';
+  /** Receives a note per repair made to the schema (input-dialect.ts), for the start-up log. */
+  repairs?: string[];
+}
+
 /** Compiles a model's input schema. Throws an Error when the schema itself is not valid JSON Schema. */
-export function compileInputSchema(schema: JsonObject): InputValidator {
-  const prepared = closeTopLevel(toAjvDialect(schema));
+export function compileInputSchema(schema: JsonObject, options: CompileOptions = {}): InputValidator {
+  const dialect = toAjvDialect(schema, options.repairs ?? []);
+  const prepared = closeTopLevel(dialect);
   const ajv = new Ajv({
     strict: false,
     allErrors: true,
-    useDefaults: true,
+    useDefaults: false,
     coerceTypes: false,
     // `data` on each error lets a type error say what it got ("not a string").
     verbose: true,
@@ -81,18 +105,54 @@ export function compileInputSchema(schema: JsonObject): InputValidator {
   }
 
   const properties = isJsonObject(schema.properties) ? schema.properties : {};
+  const prepProperties = isJsonObject(dialect.properties) ? dialect.properties : {};
+  const required = Array.isArray(dialect.required) ? dialect.required.filter(isString) : [];
+  const readings = fieldReadings(prepProperties, required);
+  const defaults = usableDefaults(ajv, prepProperties);
+  const drop = options.unknownInputs === 'drop' && prepared.additionalProperties === false;
   return {
     fieldNames: orderedFieldNames(properties),
     secretFields: Object.keys(properties).filter((name) => isSecretProperty(name, properties[name])),
+    fileFields: fileFields(prepProperties),
     validate(input: unknown): InputValidation {
       if (!isJsonObject(input))
         return { ok: false, fields: [{ field: 'input', message: 'must be an object' }] };
-      // ajv writes defaults into the value it checks; the caller's object stays as it was sent.
-      const copy = structuredClone(input);
-      if (check(copy)) return { ok: true, input: copy };
-      return { ok: false, fields: toFieldErrors(check.errors ?? []) };
+      // A new top-level object (nested values are shared, and nothing here writes into them): the
+      // caller's object stays as it was sent; what is checked and stored is the converted copy.
+      const { input: copy } = coerceInput(input, readings);
+      const dropped: string[] = [];
+      if (drop) {
+        for (const name of Object.keys(copy)) {
+          if (Object.hasOwn(prepProperties, name)) continue;
+          dropped.push(name);
+          delete copy[name];
+        }
+      }
+      if (!check(copy)) return { ok: false, fields: toFieldErrors(check.errors ?? []) };
+      for (const [name, value] of defaults) if (!(name in copy)) copy[name] = structuredClone(value);
+      return { ok: true, input: copy, dropped };
     },
   };
+}
+
+/** Top-level defaults that pass their own property's schema; the others are left to the backend. */
+function usableDefaults(ajv: Ajv, properties: JsonObject): Map<string, unknown> {
+  const usable = new Map<string, unknown>();
+  for (const [name, property] of Object.entries(properties)) {
+    if (!isJsonObject(property) || !('default' in property) || property.default === undefined) continue;
+    let fits = false;
+    try {
+      fits = ajv.validate(property, property.default) === true;
+    } catch {
+      fits = false;
+    }
+    if (fits) usable.set(name, property.default);
+  }
+  return usable;
+}
+
+function isString(value: unknown): value is string {
+  return typeof value === 'string';
 }
 
 /** `prompt: is required; num_outputs: must be <= 4`: the message of the INVALID_INPUT error. */
@@ -169,42 +229,6 @@ function closeTopLevel(schema: JsonObject): JsonObject {
   const open = 'additionalProperties' in schema || 'patternProperties' in schema;
   if (!isJsonObject(schema.properties) || open) return schema;
   return { ...schema, additionalProperties: false };
-}
-
-const DESCRIPTIVE_KEYWORDS = new Set(['title', 'description', 'default', 'examples', 'deprecated']);
-
-/** Rewrites OpenAPI 3.0 spellings into what ajv's draft-07 class validates, at every depth. */
-function toAjvDialect(schema: JsonObject): JsonObject {
-  const out = mapSubschemas(schema, toAjvDialect);
-  // The dialect is ours to choose; a declared one (e.g. 2020-12) would make ajv look for a meta-schema.
-  delete out.$schema;
-  for (const [bound, exclusive] of [
-    ['minimum', 'exclusiveMinimum'],
-    ['maximum', 'exclusiveMaximum'],
-  ] as const) {
-    if (typeof out[exclusive] !== 'boolean') continue;
-    if (out[exclusive] === true && typeof out[bound] === 'number') {
-      out[exclusive] = out[bound];
-      delete out[bound];
-    } else {
-      delete out[exclusive];
-    }
-  }
-  if (out.nullable !== true) return out;
-  // ajv honours `nullable` next to `type`, but `enum` must list null too, and without `type` ajv refuses
-  // the schema: then check the other keywords only when the value is not null.
-  if (Array.isArray(out.enum) && !out.enum.includes(null)) out.enum = [...out.enum, null];
-  if ('type' in out) return out;
-  delete out.nullable;
-  const described: JsonObject = {};
-  const checks: JsonObject = {};
-  for (const [keyword, value] of Object.entries(out)) {
-    const descriptive = DESCRIPTIVE_KEYWORDS.has(keyword) || keyword.startsWith('x-');
-    (descriptive ? described : checks)[keyword] = value;
-  }
-  if (Object.keys(checks).length === 0) return described;
-  // biome-ignore lint/suspicious/noThenProperty: JSON Schema keyword
-  return { ...described, if: { not: { type: 'null' } }, then: checks };
 }
 
 function formatsUsed(schema: JsonObject, found = new Set<string>()): Set<string> {

@@ -5,6 +5,7 @@ import { parseWebhookEvents } from '../webhooks/events.js';
 import { checkWebhookUrl } from '../webhooks/ssrf.js';
 import { admitPrediction, releasePrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
+import { checkFileInputs } from './input-files.js';
 import { formatFieldErrors, mergeTopLevelOptions } from './input-schema.js';
 import { finish } from './lifecycle.js';
 import { sealSecrets } from './secrets.js';
@@ -49,12 +50,18 @@ export interface CreateResult {
   headers: Record<string, string>;
 }
 
+export interface CreateOptions {
+  /** Cancel-After: the prediction is canceled this long after its creation (worker.ts). */
+  cancelAfterMs?: number;
+}
+
 /** POST /v1/predictions: validates, stores and queues a prediction. Throws GantryError on bad input. */
 export async function createPrediction(
   deps: PredictionDeps,
   principal: Principal,
   body: unknown,
   idempotencyKey: string | undefined,
+  options: CreateOptions = {},
 ): Promise<CreateResult> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new GantryError('VALIDATION_ERROR', { message: 'The body must be a JSON object' });
@@ -96,7 +103,10 @@ export async function createPrediction(
     });
   }
   if (entry.status === 'offline') {
-    throw new GantryError('MODEL_NOT_ACTIVE', { message: `Model ${entry.namespace} is offline` });
+    throw new GantryError('MODEL_NOT_ACTIVE', {
+      message: `Model ${entry.namespace} is offline`,
+      ...(entry.status_reason === undefined ? {} : { details: entry.status_reason }),
+    });
   }
   const validator = deps.validators.get(entry.namespace);
   if (!validator)
@@ -109,6 +119,20 @@ export async function createPrediction(
       message: `Invalid input: ${formatFieldErrors(checked.fields)}`,
       details: { fields: checked.fields },
     });
+  }
+  const fileErrors = checkFileInputs(checked.input, validator.fileFields, {
+    maxBytes: deps.config.predictions.maxInputFileBytes,
+    allowPrivate: deps.config.predictions.webhooks.allowPrivate,
+  });
+  if (fileErrors.length > 0) {
+    throw new GantryError('INVALID_INPUT', {
+      message: `Invalid input: ${formatFieldErrors(fileErrors)}`,
+      details: { fields: fileErrors },
+    });
+  }
+  if (checked.dropped.length > 0) {
+    // The model's `unknown_inputs: drop`: the names only (a value may be a mistyped secret).
+    deps.log.info({ model: entry.namespace, dropped: checked.dropped }, 'unknown inputs dropped');
   }
 
   const webhook = await parseWebhook(deps, request.webhook);
@@ -184,6 +208,7 @@ export async function createPrediction(
     dataRemoved: false,
     attempts: 0,
     lease: admission.lease,
+    ...(options.cancelAfterMs === undefined ? {} : { cancelAt: now + options.cancelAfterMs }),
   };
 
   let stored: Awaited<ReturnType<typeof deps.store.create>>;

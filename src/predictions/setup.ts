@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { Redis } from 'ioredis';
+import { CogSchemaError } from '../../providers/predictions/cog-openapi.js';
 import { createBackend, mediaBackendFor, PREDICTION_KINDS } from '../../providers/predictions/index.js';
 import type { PredictionBackend } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
@@ -70,11 +71,13 @@ export function createBackends(
 /**
  * Fills in the input and output schemas of prediction models that the config leaves out, from their
  * backend (a Cog server's /openapi.json, the local models' own), so the Models API shows them and
- * inputs are validated against them. A backend that cannot answer stops Gantry with its reason.
+ * inputs are validated against them. A backend that cannot answer stops Gantry with its reason; one
+ * whose answer holds no usable schemas (CogSchemaError) takes only its model offline, with the reason.
  */
 export async function loadModelSchemas(
   models: ModelEntry[],
   backends: ReadonlyMap<string, PredictionBackend>,
+  log?: FastifyBaseLogger,
 ) {
   for (const model of models) {
     if (!model.serves.includes('predictions') || (model.input_schema && model.output_schema)) continue;
@@ -85,9 +88,16 @@ export async function loadModelSchemas(
       try {
         schemas = await backend.schemas(route.model);
       } catch (error) {
-        throw new Error(
-          `model ${model.namespace}: cannot read its schemas from ${route.provider}: ${(error as Error).message}`,
-        );
+        if (error instanceof CogSchemaError) {
+          // The server answered with schemas Gantry cannot use: this model only goes offline.
+          model.status = 'offline';
+          model.status_reason = `its schemas from ${route.provider} cannot be used: ${error.message}`;
+          log?.error({ model: model.namespace, reason: model.status_reason }, 'model taken offline');
+          schemas = undefined;
+        } else
+          throw new Error(
+            `model ${model.namespace}: cannot read its schemas from ${route.provider}: ${(error as Error).message}`,
+          );
       }
     } else if (!backend) {
       schemas = { input: TEXT_INPUT_SCHEMA, output: TEXT_OUTPUT_SCHEMA };
@@ -97,15 +107,31 @@ export async function loadModelSchemas(
   }
 }
 
-function compileValidators(models: ModelEntry[]): Map<string, InputValidator> {
+/**
+ * One validator per prediction model. A schema that cannot be compiled takes only its model offline (the
+ * reason logged and shown on the model as `status_reason`); the others are served. Repairs made to a
+ * schema (input-dialect.ts) are logged once.
+ */
+export function compileValidators(
+  models: readonly ModelEntry[],
+  catalog: Catalog,
+  log: FastifyBaseLogger,
+): Map<string, InputValidator> {
   const validators = new Map<string, InputValidator>();
   for (const model of models) {
     if (!model.serves.includes('predictions')) continue;
+    const repairs: string[] = [];
     try {
-      validators.set(model.namespace, compileInputSchema(model.input_schema ?? { type: 'object' }));
+      const schema = model.input_schema ?? { type: 'object' };
+      const options = { repairs, ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}) };
+      validators.set(model.namespace, compileInputSchema(schema, options));
     } catch (error) {
-      throw new Error(`model ${model.namespace}: ${(error as Error).message}`);
+      const reason = (error as Error).message;
+      log.error({ model: model.namespace, reason }, 'model taken offline: its input schema cannot be used');
+      catalog.takeOffline(model.namespace, reason);
+      continue;
     }
+    if (repairs.length > 0) log.warn({ model: model.namespace, repairs }, 'model input schema repaired');
   }
   return validators;
 }
@@ -171,7 +197,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     blobs: createBlobStore(config, blobSecret, options.publicUrl),
     backends: options.backends,
     inference: options.inference,
-    validators: compileValidators(config.models),
+    validators: compileValidators(config.models, options.catalog, log),
     secretKey,
     services: options.services,
     usage: options.services.usage,

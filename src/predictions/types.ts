@@ -96,6 +96,8 @@ export interface PredictionRecord {
    * recognises its own write on retry and completes what follows it (lifecycle.ts finish).
    */
   finishToken?: string | null;
+  /** Cancel-After: epoch ms past which the prediction is canceled, run or not (worker.ts). */
+  cancelAt?: number;
 }
 
 export interface ListQuery {

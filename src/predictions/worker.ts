@@ -94,9 +94,23 @@ export class PredictionWorker {
         controller.abort(new Error('canceled'));
       }
     });
+    let deadline: NodeJS.Timeout | undefined;
     try {
       const current = await deps.store.get(id);
       if (!current || isTerminal(current.status)) return;
+      // Cancel-After: past its deadline a prediction ends canceled without running; one that starts
+      // is canceled when the deadline comes, as a cancel request would (service.ts cancelPrediction).
+      if (current.cancelAt !== undefined) {
+        if (Date.now() >= current.cancelAt) {
+          await this.persist(id, () => finish(deps, id, 'canceled', {}, token));
+          return;
+        }
+        deadline = setTimeout(() => {
+          void finish(deps, id, 'canceled')
+            .then(() => deps.bus.publish(id, { type: 'cancel' }))
+            .catch((e: Error) => deps.log.warn({ err: e.message, prediction: id }, 'Cancel-After failed'));
+        }, current.cancelAt - Date.now());
+      }
       const maxAttempts = deps.config.predictions.maxAttempts;
       if (current.attempts >= maxAttempts) {
         const error = `The prediction's worker stopped ${current.attempts} times before it finished`;
@@ -107,6 +121,7 @@ export class PredictionWorker {
       if (!record) return;
       await this.runBackend(record, controller, token, () => canceled);
     } finally {
+      clearTimeout(deadline);
       unsubscribe();
     }
   }

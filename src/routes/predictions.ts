@@ -5,6 +5,7 @@ import { GantryError } from '../errors.js';
 import { principalOf } from '../inference/resolve.js';
 import type { PredictionDeps } from '../predictions/context.js';
 import { serialize, webhookSecretFor } from '../predictions/lifecycle.js';
+import { cancelAfterMs, preferWaitMs } from '../predictions/request-headers.js';
 import {
   awaitPrediction,
   cancelPrediction,
@@ -27,14 +28,20 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
   const create = async (request: FastifyRequest, reply: FastifyReply) => {
     const caller = principalOf(request);
     const idempotencyKey = header(request, 'idempotency-key');
-    const result = await createPrediction(deps, caller, request.body, idempotencyKey);
+    // Both headers are read before anything is created: a bad one is a 400 with nothing stored.
+    const preferWait = preferWaitMs(header(request, 'prefer'));
+    const cancelAfter = cancelAfterMs(header(request, 'cancel-after'));
+    const result = await createPrediction(deps, caller, request.body, idempotencyKey, {
+      ...(cancelAfter === undefined ? {} : { cancelAfterMs: cancelAfter }),
+    });
     request.labels.model = result.record.model;
     let record = result.record;
-    if (result.wait) {
+    const waitMs = preferWait ?? (result.wait ? deps.config.predictions.awaitTimeoutMs : undefined);
+    if (waitMs !== undefined) {
       const gone = new AbortController();
       // The response's close, not the request's: the request stream closes once its body is read.
       reply.raw.once('close', () => gone.abort());
-      record = await awaitPrediction(deps, record, deps.config.predictions.awaitTimeoutMs, gone.signal);
+      record = await awaitPrediction(deps, record, waitMs, gone.signal);
     }
     reply.headers(result.headers);
     if (!result.created) reply.header('idempotent-replayed', 'true');

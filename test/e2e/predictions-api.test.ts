@@ -459,7 +459,7 @@ describe('errors of the create call, in the REST envelope', () => {
       'prompt',
     ]);
 
-    const wrongType = await create({ model: SPEECH, input: { prompt: 'x', speed: '200' } });
+    const wrongType = await create({ model: SPEECH, input: { prompt: 'x', speed: 'fast' } });
     const typed = expectError(wrongType, 400, 'INVALID_INPUT');
     expect((typed.details as { fields: Array<{ field: string }> }).fields.map((f) => f.field)).toEqual([
       'speed',

@@ -233,8 +233,8 @@ describe('compileInputSchema: failures', () => {
       { field: 'output_quality', message: 'must be <= 100' },
     ],
     [
-      'a string where an integer belongs (no coercion)',
-      { prompt: 'x', num_outputs: '2' },
+      'a string that pydantic does not read as an integer',
+      { prompt: 'x', num_outputs: '2.5' },
       { field: 'num_outputs', message: 'must be an integer, not a string' },
     ],
     [
@@ -244,7 +244,7 @@ describe('compileInputSchema: failures', () => {
     ],
     [
       'a string where a boolean belongs',
-      { prompt: 'x', go_fast: 'yes' },
+      { prompt: 'x', go_fast: 'sure' },
       { field: 'go_fast', message: 'must be a boolean, not a string' },
     ],
     [
@@ -291,7 +291,7 @@ describe('compileInputSchema: failures', () => {
     expect(failures(videoValidator.validate({ prompt: 'x', duration: 7 }))).toEqual([
       { field: 'duration', message: 'must be one of 5, 10' },
     ]);
-    expect(failures(videoValidator.validate({ prompt: 'x', duration: '5' }))).toEqual([
+    expect(failures(videoValidator.validate({ prompt: 'x', duration: '5s' }))).toEqual([
       { field: 'duration', message: 'must be an integer, not a string' },
     ]);
   });

@@ -1,0 +1,146 @@
+/**
+ * The conversions Python Cog's input validation (pydantic, lax mode) makes before it checks a value, so
+ * that Gantry accepts what a Cog server accepts and passes the converted value on. The rules are
+ * pydantic v2's conversion table in lax mode, which pydantic v1 also accepts (README.md, Predictions,
+ * "How inputs are read"):
+ * - integer: a string of an integer with optional sign and surrounding spaces (`"1024"`, `" 7 "`), or a
+ *   number without a fractional part (`3.0`); not `"3.5"`, `3.5` or `"1e3"`.
+ * - number: a string of a decimal number with optional exponent and surrounding spaces (`"7"`, `"0.5"`).
+ * - boolean: `true`/`false` spelled `1`/`0`, or the strings `0 off f false n no 1 on t true y yes`
+ *   (any case).
+ * - strings are never made from other types (pydantic v2 refuses `7` for a `str`).
+ * - `null` for an input that is not required, or whose default is null, is the same as leaving it out,
+ *   unless the schema allows null itself.
+ * Only the top-level inputs and the items of array inputs are converted: Cog's inputs are flat.
+ */
+
+import { isJsonObject } from '../../providers/predictions/cog-openapi.js';
+import type { JsonObject } from '../../providers/predictions/types.js';
+
+type Scalar = 'integer' | 'number' | 'boolean';
+
+const INTEGER = /^\s*[+-]?\d+\s*$/;
+const DECIMAL = /^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/;
+const TRUE_WORDS = new Set(['1', 'on', 't', 'true', 'y', 'yes']);
+const FALSE_WORDS = new Set(['0', 'off', 'f', 'false', 'n', 'no']);
+
+/** `value` as a `type`, or undefined when pydantic would refuse it (or it is already one). */
+export function coerceScalar(type: Scalar, value: unknown): number | boolean | undefined {
+  switch (type) {
+    case 'integer':
+      // A JSON `3.0` is already the integer 3 here (and to ajv): only strings need converting.
+      if (typeof value === 'string' && INTEGER.test(value)) {
+        const n = Number(value.trim());
+        return Number.isSafeInteger(n) ? n : undefined;
+      }
+      return undefined;
+    case 'number':
+      if (typeof value === 'string' && DECIMAL.test(value)) {
+        const n = Number(value.trim());
+        return Number.isFinite(n) ? n : undefined;
+      }
+      return undefined;
+    case 'boolean':
+      if (value === 1 || value === 0) return value === 1;
+      if (typeof value !== 'string') return undefined;
+      if (TRUE_WORDS.has(value.toLowerCase())) return true;
+      if (FALSE_WORDS.has(value.toLowerCase())) return false;
+      return undefined;
+  }
+}
+
+/** How to read one top-level input, worked out from its schema at start. */
+export interface FieldReading {
+  /** The scalar type a value is converted to (none when the schema also takes strings or is not one). */
+  scalar?: Scalar;
+  /** The scalar type of an array input's items. */
+  itemScalar?: Scalar;
+  /** A null value means "left out". */
+  nullIsAbsent: boolean;
+}
+
+/** The reading of each top-level property of a (dialect-rewritten) input schema. */
+export function fieldReadings(
+  properties: JsonObject,
+  required: readonly string[],
+): Map<string, FieldReading> {
+  const readings = new Map<string, FieldReading>();
+  for (const [name, property] of Object.entries(properties)) {
+    if (!isJsonObject(property)) continue;
+    const types = typesOf(property);
+    const reading: FieldReading = {
+      nullIsAbsent: !types.has('null') && (!required.includes(name) || property.default === null),
+    };
+    const scalar = scalarOf(types);
+    if (scalar) reading.scalar = scalar;
+    if (types.has('array') && isJsonObject(property.items)) {
+      const item = scalarOf(typesOf(property.items));
+      if (item) reading.itemScalar = item;
+    }
+    readings.set(name, reading);
+  }
+  return readings;
+}
+
+/**
+ * A copy of `input` with pydantic's conversions applied (see the header); `converted` names the fields
+ * whose value changed or went away.
+ */
+export function coerceInput(
+  input: JsonObject,
+  readings: ReadonlyMap<string, FieldReading>,
+): { input: JsonObject; converted: string[] } {
+  const out: JsonObject = {};
+  const converted: string[] = [];
+  for (const [name, value] of Object.entries(input)) {
+    const reading = readings.get(name);
+    if (!reading) {
+      out[name] = value;
+      continue;
+    }
+    if (value === null && reading.nullIsAbsent) {
+      converted.push(name);
+      continue;
+    }
+    let next = value;
+    if (reading.scalar) next = coerceScalar(reading.scalar, value) ?? value;
+    else if (reading.itemScalar && Array.isArray(value)) {
+      const scalar = reading.itemScalar;
+      const items = value.map((item) => coerceScalar(scalar, item) ?? item);
+      if (items.some((item, i) => item !== value[i])) next = items;
+    }
+    if (next !== value) converted.push(name);
+    out[name] = next;
+  }
+  return { input: out, converted };
+}
+
+/** The JSON types a schema admits, looking through `anyOf`/`oneOf` (pydantic v2's Optional[...]). */
+function typesOf(schema: JsonObject): Set<string> {
+  const found = new Set<string>();
+  const type = schema.type;
+  if (typeof type === 'string') found.add(type);
+  else if (Array.isArray(type)) for (const t of type) if (typeof t === 'string') found.add(t);
+  if (schema.nullable === true) found.add('null');
+  if (Array.isArray(schema.enum) && schema.enum.includes(null)) found.add('null');
+  for (const keyword of ['anyOf', 'oneOf', 'allOf'] as const) {
+    const members = schema[keyword];
+    if (!Array.isArray(members)) continue;
+    for (const member of members) if (isJsonObject(member)) for (const t of typesOf(member)) found.add(t);
+  }
+  // The dialect rewrite turns a typeless nullable schema into `if not null then …`.
+  if (isJsonObject(schema.if) && isJsonObject(schema.then)) {
+    found.add('null');
+    for (const t of typesOf(schema.then)) found.add(t);
+  }
+  return found;
+}
+
+/** The one scalar type to convert to; none when strings are also allowed (then a string stays one). */
+function scalarOf(types: ReadonlySet<string>): Scalar | undefined {
+  if (types.has('string')) return undefined;
+  if (types.has('number')) return 'number';
+  if (types.has('integer')) return 'integer';
+  if (types.has('boolean')) return 'boolean';
+  return undefined;
+}

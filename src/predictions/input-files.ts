@@ -1,0 +1,88 @@
+/**
+ * File inputs (`format: uri`, what a Cog `Path`/`File` input publishes), checked when the prediction is
+ * created (README.md, Predictions, "File inputs"):
+ * - a data: URI is passed to the backend as it is (Cog decodes data: URIs itself), if its decoded size is
+ *   within `predictions.max_input_file_bytes`;
+ * - an http(s) URL is passed on for the backend to fetch, unless it names a loopback, private,
+ *   link-local or otherwise internal host (the webhooks' SSRF rules, src/webhooks/ssrf.ts): the backend
+ *   fetches from inside the network, so such a URL would let a caller reach internal services through it.
+ *   Only the written host is checked here (no DNS at create time); `predictions.webhooks.allow_private`
+ *   lifts the check, as it does for webhooks.
+ */
+
+import { isJsonObject } from '../../providers/predictions/cog-openapi.js';
+import type { JsonObject } from '../../providers/predictions/types.js';
+import { forbiddenAddressReason, forbiddenHostnameReason } from '../webhooks/ssrf.js';
+import type { FieldError } from './input-schema.js';
+
+export interface FileInputPolicy {
+  maxBytes: number;
+  allowPrivate: boolean;
+}
+
+/** Top-level inputs that hold files: `format: uri` themselves or as array items (checked at start). */
+export function fileFields(properties: JsonObject): string[] {
+  const isUri = (schema: unknown) => isJsonObject(schema) && schema.format === 'uri';
+  return Object.keys(properties).filter((name) => {
+    const property = properties[name];
+    if (!isJsonObject(property)) return false;
+    return isUri(property) || isUri(property.items) || anyMember(property, isUri);
+  });
+}
+
+function anyMember(schema: JsonObject, test: (s: unknown) => boolean): boolean {
+  const members = [schema.anyOf, schema.oneOf, schema.allOf].flatMap((m) => (Array.isArray(m) ? m : []));
+  return members.some(test);
+}
+
+/** One error per file input that breaks the policy; values are never echoed (they may be large). */
+export function checkFileInputs(
+  input: JsonObject,
+  fields: readonly string[],
+  policy: FileInputPolicy,
+): FieldError[] {
+  const errors: FieldError[] = [];
+  for (const name of fields) {
+    const value = input[name];
+    const values = Array.isArray(value)
+      ? value.map((v, i) => [`${name}[${i}]`, v] as const)
+      : [[name, value] as const];
+    for (const [field, item] of values) {
+      if (typeof item !== 'string') continue;
+      const problem = fileProblem(item, policy);
+      if (problem) errors.push({ field, message: problem });
+    }
+  }
+  return errors;
+}
+
+function fileProblem(value: string, policy: FileInputPolicy): string | null {
+  if (/^data:/i.test(value)) {
+    const size = dataUriSize(value);
+    return size > policy.maxBytes
+      ? `is a file of ${size} bytes, more than the ${policy.maxBytes} allowed`
+      : null;
+  }
+  if (policy.allowPrivate) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null; // the schema check reports it
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const reason =
+    forbiddenAddressReason(host) === 'not an IP address'
+      ? forbiddenHostnameReason(host)
+      : forbiddenAddressReason(host);
+  return reason === null ? null : `must be a public http(s) URL (${url.hostname} is a ${reason})`;
+}
+
+/** Decoded bytes of a data: URI, without decoding it. */
+function dataUriSize(uri: string): number {
+  const comma = uri.indexOf(',');
+  const payload = comma < 0 ? '' : uri.slice(comma + 1);
+  if (!/;base64$/i.test(uri.slice(0, comma))) return decodeURIComponent(payload).length;
+  const padding = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
+  return Math.floor((payload.length * 3) / 4) - padding;
+}

@@ -1,0 +1,244 @@
+/**
+ * The input rules that make Gantry accept what Python Cog accepts (issue 13, "Inputs"), one class per
+ * block: pydantic's conversions, defaults never checked against their own schema, old Cog spellings and
+ * repairs, unknown inputs, bounds, and the Prefer / Cancel-After headers. The whole-gateway view is in
+ * inputs-e2e.test.ts and cog-corpus.test.ts.
+ */
+import { describe, expect, it } from 'vitest';
+import { GantryError } from '../../src/errors.js';
+import { coerceScalar } from '../../src/predictions/input-coercion.js';
+import { compileInputSchema, type InputValidation } from '../../src/predictions/input-schema.js';
+import { cancelAfterMs, preferWaitMs } from '../../src/predictions/request-headers.js';
+
+const accepted = (result: InputValidation) => {
+  if (!result.ok) throw new Error(`refused: ${JSON.stringify(result.fields)}`);
+  return result.input;
+};
+const refusedFields = (result: InputValidation) => {
+  if (result.ok) throw new Error(`accepted: ${JSON.stringify(result.input)}`);
+  return result.fields.map((f) => f.field);
+};
+
+describe("pydantic's lax conversions", () => {
+  it.each([
+    ['integer', '1024', 1024],
+    ['integer', ' 7 ', 7],
+    ['integer', '-3', -3],
+    ['integer', '+5', 5],
+    ['number', '7', 7],
+    ['number', '0.5', 0.5],
+    ['number', ' 1e3 ', 1000],
+    ['number', '.5', 0.5],
+    ['boolean', 'true', true],
+    ['boolean', 'False', false],
+    ['boolean', 'YES', true],
+    ['boolean', 'off', false],
+    ['boolean', 't', true],
+    ['boolean', 'n', false],
+    ['boolean', 1, true],
+    ['boolean', 0, false],
+  ] as const)('reads %s from %j', (type, value, expected) => {
+    expect(coerceScalar(type, value)).toBe(expected);
+  });
+
+  it.each([
+    ['integer', '3.5'],
+    ['integer', '1e3'],
+    ['integer', ''],
+    ['integer', 'seven'],
+    ['integer', '99999999999999999999'],
+    ['number', 'inf'],
+    ['number', 'nan'],
+    ['number', '1,5'],
+    ['number', ''],
+    ['boolean', 'maybe'],
+    ['boolean', 2],
+    ['boolean', ''],
+  ] as const)('does not read %s from %j', (type, value) => {
+    expect(coerceScalar(type, value)).toBeUndefined();
+  });
+
+  const validator = compileInputSchema({
+    type: 'object',
+    required: ['prompt'],
+    properties: {
+      prompt: { type: 'string' },
+      steps: { type: 'integer', minimum: 1, maximum: 50 },
+      scale: { type: 'number' },
+      fast: { type: 'boolean' },
+      seeds: { type: 'array', items: { type: 'integer' } },
+      label: { anyOf: [{ type: 'string' }, { type: 'integer' }] },
+      negative: { type: 'string' },
+      maybe: { anyOf: [{ type: 'integer' }, { type: 'null' }], default: 3 },
+    },
+  });
+
+  it('passes the converted values on, never a number where a string is expected', () => {
+    expect(
+      accepted(
+        validator.validate({
+          prompt: 'x',
+          steps: '20',
+          scale: '7',
+          fast: 'true',
+          seeds: ['1', 2],
+          label: '12',
+        }),
+      ),
+    ).toEqual({ prompt: 'x', steps: 20, scale: 7, fast: true, seeds: [1, 2], label: '12', maybe: 3 });
+    expect(refusedFields(validator.validate({ prompt: 7 }))).toEqual(['prompt']);
+  });
+
+  it('checks bounds on the converted value', () => {
+    expect(refusedFields(validator.validate({ prompt: 'x', steps: '51' }))).toEqual(['steps']);
+  });
+
+  it('treats null for an optional input as absent, unless the schema takes null', () => {
+    expect(accepted(validator.validate({ prompt: 'x', negative: null, maybe: null }))).toEqual({
+      prompt: 'x',
+      maybe: null,
+    });
+    expect(refusedFields(validator.validate({ prompt: null }))).toEqual(['prompt']);
+  });
+
+  it('never changes the caller object', () => {
+    const input = { prompt: 'x', steps: '20' };
+    validator.validate(input);
+    expect(input).toEqual({ prompt: 'x', steps: '20' });
+  });
+});
+
+describe('defaults are not checked against their own schema', () => {
+  const validator = compileInputSchema({
+    type: 'object',
+    properties: {
+      seed: { type: 'integer', default: null },
+      image: { type: 'string', format: 'uri', default: 'clown.webp' },
+      guidance: { type: 'integer', default: 7.5 },
+      mode: { type: 'string', enum: ['a', 'b'], default: 'c' },
+      steps: { type: 'integer', default: 20 },
+    },
+  });
+
+  it('fills in the defaults that fit and leaves the others to the backend', () => {
+    expect(accepted(validator.validate({}))).toEqual({ steps: 20 });
+  });
+
+  it('still checks a value the caller sends', () => {
+    expect(
+      refusedFields(validator.validate({ image: 'clown.webp', guidance: 7.5, mode: 'c' })).sort(),
+    ).toEqual(['guidance', 'image', 'mode']);
+    expect(accepted(validator.validate({ seed: 4 }))).toEqual({ seed: 4, steps: 20 });
+  });
+});
+
+describe('schema spellings and repairs', () => {
+  it("enforces old Cog's pydantic names (ge, le, gt, lt, min_length, max_length, regex, multiple_of)", () => {
+    const repairs: string[] = [];
+    const validator = compileInputSchema(
+      {
+        type: 'object',
+        properties: {
+          n: { type: 'integer', ge: 1, le: 4 },
+          s: { type: 'number', gt: 0, lt: 1 },
+          text: { type: 'string', min_length: 2, max_length: 3, regex: '^[a-z]+$' },
+          step: { type: 'integer', multiple_of: 5 },
+        },
+      },
+      { repairs },
+    );
+    expect(accepted(validator.validate({ n: 4, s: 0.5, text: 'ab', step: 10 }))).toBeDefined();
+    expect(refusedFields(validator.validate({ n: 5, s: 1, text: 'a', step: 7 })).sort()).toEqual([
+      'n',
+      's',
+      'step',
+      'text',
+    ]);
+    expect(refusedFields(validator.validate({ n: 0, s: 0, text: 'ABC' })).sort()).toEqual(['n', 's', 'text']);
+    expect(refusedFields(validator.validate({ text: 'abcd' }))).toEqual(['text']);
+  });
+
+  it('removes repeated enum items and converts string items of an integer or boolean enum (Cog 0.1)', () => {
+    const repairs: string[] = [];
+    const validator = compileInputSchema(
+      {
+        type: 'object',
+        properties: {
+          width: { type: 'integer', enum: ['512', '768', '768'], default: 512 },
+          hd: { type: 'boolean', enum: ['True', 'False'], default: false },
+          mode: { type: 'string', enum: ['x', 'x', 'y'] },
+        },
+      },
+      { repairs },
+    );
+    expect(repairs.sort()).toEqual([
+      'hd: enum items converted to boolean',
+      'mode: repeated enum items removed',
+      'width: enum items converted to integer',
+      'width: repeated enum items removed',
+    ]);
+    expect(accepted(validator.validate({}))).toEqual({ width: 512, hd: false });
+    expect(accepted(validator.validate({ width: '768', hd: 'true', mode: 'y' }))).toEqual({
+      width: 768,
+      hd: true,
+      mode: 'y',
+    });
+    expect(refusedFields(validator.validate({ width: 700 }))).toEqual(['width']);
+  });
+
+  it('throws on a schema it cannot repair (a pattern only Python reads)', () => {
+    expect(() =>
+      compileInputSchema({ type: 'object', properties: { c: { type: 'string', pattern: '(?P<x>a)' } } }),
+    ).toThrow(/input schema does not compile/);
+  });
+});
+
+describe('unknown inputs', () => {
+  const schema = { type: 'object', properties: { prompt: { type: 'string' } } };
+
+  it('are refused by default, each one named', () => {
+    const result = compileInputSchema(schema).validate({ prompt: 'x', foo: 1, bar: 2 });
+    expect(refusedFields(result).sort()).toEqual(['bar', 'foo']);
+  });
+
+  it('are dropped and listed with unknownInputs: drop', () => {
+    const result = compileInputSchema(schema, { unknownInputs: 'drop' }).validate({ prompt: 'x', foo: 1 });
+    expect(result).toEqual({ ok: true, input: { prompt: 'x' }, dropped: ['foo'] });
+  });
+});
+
+describe('Prefer and Cancel-After', () => {
+  it.each([
+    [undefined, undefined],
+    ['respond-async', undefined],
+    ['wait', 60_000],
+    ['wait=1', 1_000],
+    ['wait=60', 60_000],
+    ['respond-async, wait=5', 5_000],
+  ])('Prefer: %s waits %s ms', (header, ms) => {
+    expect(preferWaitMs(header)).toBe(ms);
+  });
+
+  it.each(['wait=0', 'wait=61', 'wait=', 'wait=2s', 'wait=-1'])('Prefer: %s is refused', (header) => {
+    expect(() => preferWaitMs(header)).toThrow(GantryError);
+  });
+
+  it.each([
+    [undefined, undefined],
+    ['30', 30_000],
+    ['30s', 30_000],
+    ['5m', 300_000],
+    ['1h30m', 5_400_000],
+    ['1h2m3s', 3_723_000],
+    ['5', 5_000],
+  ])('Cancel-After: %s is %s ms', (header, ms) => {
+    expect(cancelAfterMs(header)).toBe(ms);
+  });
+
+  it.each(['4', '4s', '', 'm', '1x', '5m3h', '1.5m', '25h', 'soon'])(
+    'Cancel-After: %j is refused',
+    (header) => {
+      expect(() => cancelAfterMs(header)).toThrow(GantryError);
+    },
+  );
+});

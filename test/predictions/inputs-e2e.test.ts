@@ -1,0 +1,292 @@
+/**
+ * Prediction inputs end to end (issue 13, "Inputs"): a real Gantry in front of the fake Cog server
+ * (test/helpers/fake-cog.ts), through the HTTP API.
+ *
+ * - A model whose input schema cannot compile is offline with its reason (GET /v1/models/{slug}
+ *   `status_reason`, a log line); the others are served. A repeated enum item is repaired, not fatal.
+ * - What the backend receives: pydantic's conversions applied, defaults that break their own schema left
+ *   out, unknown inputs refused by name or dropped (`unknown_inputs: drop`) with a log line.
+ * - `ge`/`le` bounds refuse with INVALID_INPUT naming the field, before the backend sees anything.
+ * - Prefer: wait[=N], Cancel-After (before start: canceled, never sent; during a run: canceled), file
+ *   inputs (data: URI size, internal URLs).
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
+import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { until } from '../helpers/wait.js';
+
+type Json = Record<string, unknown>;
+
+const URIS = '{ type: array, items: { type: string, format: uri } }';
+
+function model(namespace: string, inputSchema: string, extra = ''): string {
+  return `
+  - namespace: ${namespace}
+    name: ${namespace}
+    type: image
+    vendor: { name: Acme, slug: acme }
+    serves: [predictions]
+    routes: [{ provider: cog }]
+    input_schema: ${inputSchema}
+    output_schema: ${URIS}${extra}`;
+}
+
+describe('prediction inputs through Gantry and a Cog server', () => {
+  let cog: FakeCog;
+  let gantry: TestGantry;
+  const logs: string[] = [];
+
+  beforeAll(async () => {
+    cog = await startFakeCog();
+    gantry = await startGantry(
+      `
+providers:
+  cog: { kind: cog, base_url: "${cog.origin}" }
+tiers:
+  default: {}
+predictions:
+  concurrency: 1
+  max_input_file_bytes: 1000
+models:${model('acme/broken', '{ type: object, properties: { code: { type: string, pattern: "^(?P<lang>[a-z]+):" } } }')}${model(
+        'acme/repeated',
+        '{ type: object, required: [prompt], properties: { prompt: { type: string }, width: { type: integer, enum: [512, 768, 768] } } }',
+      )}${model(
+        'acme/img',
+        `{ type: object, required: [prompt], properties: {
+          prompt: { type: string, x-order: 0 },
+          num_outputs: { type: integer, ge: 1, le: 4, default: 1, x-order: 1 },
+          seed: { type: integer, default: null, x-order: 2 },
+          image: { type: string, format: uri, default: clown.webp, x-order: 3 },
+          guidance: { type: number, default: 7.5, x-order: 4 },
+          go_fast: { type: boolean, default: true, x-order: 5 } } }`,
+      )}${model(
+        'acme/lenient',
+        '{ type: object, required: [prompt], properties: { prompt: { type: string } } }',
+        '\n    unknown_inputs: drop',
+      )}
+`,
+      {},
+      { onLog: (line) => logs.push(line) },
+    );
+  });
+  afterAll(async () => {
+    await gantry?.close();
+    await cog?.close();
+  });
+  beforeEach(async () => {
+    await cog.idle();
+    cog.reset();
+  });
+
+  async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    const res = await fetch(gantry.origin + path, {
+      method,
+      headers: { 'x-api-key': gantry.key, 'content-type': 'application/json', ...headers },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: res.status, body: (await res.json()) as Json };
+  }
+  /** The prediction creates the Cog server received (not cancels). */
+  const creates = () =>
+    cog.requests.filter((r) => r.method === 'PUT' || (r.method === 'POST' && r.path === '/predictions'));
+  const sentInput = (i = 0) => (creates()[i]?.body?.input ?? undefined) as Json | undefined;
+
+  it('takes only the model whose schema cannot compile offline, with the reason shown and logged', async () => {
+    const broken = await call('GET', '/v1/models/acme/broken');
+    expect(broken.status).toBe(200);
+    expect(broken.body.status).toBe('offline');
+    expect(String(broken.body.status_reason)).toMatch(/input schema does not compile/);
+    expect(logs.some((l) => l.includes('taken offline') && l.includes('acme/broken'))).toBe(true);
+
+    const refused = await call('POST', '/v1/predictions', { model: 'acme/broken', input: { code: 'py:1' } });
+    expect(refused.status).toBeGreaterThanOrEqual(400);
+    expect((refused.body.error as Json).details).toMatch(/does not compile/);
+    expect(creates()).toHaveLength(0);
+
+    const served = await call('GET', '/v1/models/acme/img');
+    expect(served.body.status).toBe('operational');
+    expect(served.body.status_reason).toBeUndefined();
+  });
+
+  it('repairs a repeated enum item (logged) and serves the model', async () => {
+    expect((await call('GET', '/v1/models/acme/repeated')).body.status).toBe('operational');
+    expect(logs.some((l) => l.includes('repaired') && l.includes('repeated enum items removed'))).toBe(true);
+    const ok = await call('POST', '/v1/predictions', {
+      model: 'acme/repeated',
+      input: { prompt: 'x', width: 768 },
+      await: true,
+    });
+    expect(ok.body.status, JSON.stringify(ok.body)).toBe('succeeded');
+    const bad = await call('POST', '/v1/predictions', {
+      model: 'acme/repeated',
+      input: { prompt: 'x', width: 700 },
+    });
+    expect(bad.status).toBe(400);
+  });
+
+  it("sends pydantic's conversions and leaves out defaults that break their own schema", async () => {
+    const res = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', num_outputs: '2', seed: null, go_fast: 'false', guidance: ' 3 ' },
+      await: true,
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('succeeded');
+    // seed (default null on an integer) and image (a file name on a URI) are the backend's to default.
+    const expected = { prompt: 'x', num_outputs: 2, go_fast: false, guidance: 3 };
+    expect(sentInput()).toEqual(expected);
+    expect(res.body.input).toEqual(expected);
+  });
+
+  it('refuses values outside ge/le, naming the field, before the backend sees them', async () => {
+    const res = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', num_outputs: 5 },
+    });
+    expect(res.status).toBe(400);
+    const error = res.body.error as Json;
+    expect(error.error_id ?? error.code ?? error.type).toBeDefined();
+    expect(JSON.stringify(error)).toContain('INVALID_INPUT');
+    expect((error.details as Json).fields).toEqual([{ field: 'num_outputs', message: 'must be <= 4' }]);
+    expect(creates()).toHaveLength(0);
+  });
+
+  it('refuses unknown inputs naming each one, or drops them where the model says so', async () => {
+    const refused = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', num_output: 2, colour: 'red' },
+    });
+    expect(refused.status).toBe(400);
+    const fields = ((refused.body.error as Json).details as Json).fields as Array<{ field: string }>;
+    expect(fields.map((f) => f.field).sort()).toEqual(['colour', 'num_output']);
+
+    const dropped = await call('POST', '/v1/predictions', {
+      model: 'acme/lenient',
+      input: { prompt: 'x', num_output: 2 },
+      await: true,
+    });
+    expect(dropped.body.status).toBe('succeeded');
+    expect(sentInput()).toEqual({ prompt: 'x' });
+    const line = logs.find((l) => l.includes('unknown inputs dropped'));
+    expect(line).toBeDefined();
+    expect(JSON.parse(line as string).dropped).toEqual(['num_output']);
+  });
+
+  it('waits with Prefer: wait and Prefer: wait=N, and refuses a malformed one before creating anything', async () => {
+    for (const prefer of ['wait', 'wait=5', 'respond-async, wait=10']) {
+      const res = await call(
+        'POST',
+        '/v1/predictions',
+        { model: 'acme/img', input: { prompt: 'x' } },
+        { prefer },
+      );
+      expect(res.body.status, prefer).toBe('succeeded');
+    }
+    const before = creates().length;
+    for (const prefer of ['wait=0', 'wait=61', 'wait=abc', 'wait=1.5']) {
+      const res = await call(
+        'POST',
+        '/v1/predictions',
+        { model: 'acme/img', input: { prompt: 'x' } },
+        { prefer },
+      );
+      expect(res.status, prefer).toBe(400);
+      expect(JSON.stringify(res.body)).toContain('Prefer');
+    }
+    expect(creates().length).toBe(before);
+  });
+
+  it('Prefer: wait=1 answers after about a second with the prediction still running', async () => {
+    cog.setBehavior({ stepMs: 600 });
+    const started = Date.now();
+    const res = await call(
+      'POST',
+      '/v1/predictions',
+      { model: 'acme/img', input: { prompt: 'x' } },
+      { prefer: 'wait=1' },
+    );
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(['starting', 'processing']).toContain(res.body.status);
+  });
+
+  it('refuses a malformed or too short Cancel-After', async () => {
+    for (const value of ['4', '4s', '1x', '5m3h', '-5', 'soon']) {
+      const res = await call(
+        'POST',
+        '/v1/predictions',
+        { model: 'acme/img', input: { prompt: 'x' } },
+        { 'cancel-after': value },
+      );
+      expect(res.status, value).toBe(400);
+      expect(JSON.stringify(res.body)).toContain('Cancel-After');
+    }
+  });
+
+  it('passes a data: URI file input on, refuses one over max_input_file_bytes and internal URLs', async () => {
+    const small = `data:image/png;base64,${Buffer.alloc(600).toString('base64')}`;
+    const ok = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', image: small },
+      await: true,
+    });
+    expect(ok.body.status).toBe('succeeded');
+    expect(sentInput()?.image).toBe(small);
+
+    const big = `data:image/png;base64,${Buffer.alloc(1_200).toString('base64')}`;
+    const tooBig = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', image: big },
+    });
+    expect(tooBig.status).toBe(400);
+    expect(((tooBig.body.error as Json).details as Json).fields).toEqual([
+      { field: 'image', message: 'is a file of 1200 bytes, more than the 1000 allowed' },
+    ]);
+
+    for (const url of [
+      'http://169.254.169.254/latest/meta-data',
+      'http://127.0.0.1:8080/x.png',
+      'http://db.internal/a.png',
+    ]) {
+      const res = await call('POST', '/v1/predictions', {
+        model: 'acme/img',
+        input: { prompt: 'x', image: url },
+      });
+      expect(res.status, url).toBe(400);
+    }
+    const pub = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', image: 'https://example.com/cat.png' },
+      await: true,
+    });
+    expect(pub.body.status).toBe('succeeded');
+    expect(creates()).toHaveLength(2);
+  });
+  it('Cancel-After: reached before start ends canceled without running; reached during a run cancels it', async () => {
+    // One worker slot: the first prediction runs ~7 s, so the second's 5 s deadline passes in the queue.
+    cog.setBehavior({ stepMs: 1_400 });
+    const first = await call('POST', '/v1/predictions', { model: 'acme/img', input: { prompt: 'first' } });
+    const second = await call(
+      'POST',
+      '/v1/predictions',
+      { model: 'acme/img', input: { prompt: 'second' } },
+      { 'cancel-after': '5s' },
+    );
+    const get = async (id: unknown) => (await call('GET', `/v1/predictions/${String(id)}`)).body;
+    await until('the second canceled', async () => (await get(second.body.id)).status === 'canceled', 15_000);
+    await until('the first succeeded', async () => (await get(first.body.id)).status === 'succeeded', 15_000);
+    expect(creates().map((r) => (r.body?.input as Json).prompt)).toEqual(['first']);
+
+    cog.reset();
+    cog.setBehavior({ stepMs: 1_400 });
+    const started = Date.now();
+    const third = await call(
+      'POST',
+      '/v1/predictions',
+      { model: 'acme/img', input: { prompt: 'third' } },
+      { 'cancel-after': '0h0m5s' },
+    );
+    await until('the third canceled', async () => (await get(third.body.id)).status === 'canceled', 15_000);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
+    expect(creates()).toHaveLength(1);
+  }, 40_000);
+});
