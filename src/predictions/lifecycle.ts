@@ -137,10 +137,12 @@ async function afterFinish(
   await queueDeliveries(deps, record, outbox);
   try {
     if (record.stream) {
-      // Text arrived piece by piece already; file outputs are announced once they are stored.
-      if (status === 'succeeded' && record.files.length > 0) {
+      // Text arrived piece by piece already; any other output is announced whole once it is stored
+      // (README "Streaming"): a text as it is, anything else as JSON.
+      const announce = record.output ? !record.output.streamed : record.files.length > 0;
+      if (status === 'succeeded' && announce) {
         const { output } = await serialize(deps, record);
-        await emitStream(deps, id, 'output', JSON.stringify(output));
+        await emitStream(deps, id, 'output', typeof output === 'string' ? output : JSON.stringify(output));
       }
       if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
       if (status === 'canceled') await emitStream(deps, id, 'error', 'Prediction was canceled');

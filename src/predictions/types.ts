@@ -36,6 +36,17 @@ export interface StoredFile {
   key: string;
 }
 
+/**
+ * An output kept in the shape the model produced it (README "Prediction outputs"): `value` is its JSON
+ * with null where each file was; a signed link of the stored file `key` goes at `path` when it is shown.
+ */
+export interface StoredOutput {
+  value: unknown;
+  links: Array<{ path: Array<string | number>; key: string }>;
+  /** The stream's output events already carried it whole (a text streamed piece by piece). */
+  streamed: boolean;
+}
+
 export interface WebhookTarget {
   url: string;
   events: WebhookEvent[];
@@ -72,6 +83,8 @@ export interface PredictionRecord {
   outputText: string | null;
   /** The model's output schema says a single URL (string) rather than an array. */
   singleOutput: boolean;
+  /** The output in the model's shape (Cog and Replicate backends); absent for the others and older records. */
+  output?: StoredOutput | null;
   error: string | null;
   logs: string;
   /** 0-100 where the backend reports it. */
@@ -116,6 +129,7 @@ export type PredictionPatch = Partial<
     | 'sealedSecrets'
     | 'files'
     | 'outputText'
+    | 'output'
     | 'error'
     | 'logs'
     | 'progress'
