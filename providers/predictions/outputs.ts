@@ -44,7 +44,7 @@ export function shapeOutput(
 ): ShapedOutput {
   const text = options.text ?? ((value: string) => value);
   if (isConcatenatedText(schema) && Array.isArray(output) && output.every((p) => typeof p === 'string')) {
-    return { value: text(output.join('')), files: [] };
+    return { value: text(output.join('')), files: [], text: true };
   }
   const files: ShapedOutput['files'] = [];
   const urlFile = options.urlFile ?? ((url: string): FileOutput => ({ kind: 'url', url }));

@@ -62,6 +62,8 @@ export type FileOutput = Exclude<BackendOutput, { kind: 'text' }>;
 export interface ShapedOutput {
   value: unknown;
   files: Array<{ path: OutputPath; file: FileOutput }>;
+  /** The value is one text joined from pieces (a concatenated iterator): it streams as text pieces. */
+  text?: true;
 }
 
 export interface BackendResult {

@@ -137,12 +137,14 @@ async function afterFinish(
   await queueDeliveries(deps, record, outbox);
   try {
     if (record.stream) {
-      // Text arrived piece by piece already; any other output is announced whole once it is stored
-      // (README "Streaming"): a text as it is, anything else as JSON.
-      const announce = record.output ? !record.output.streamed : record.files.length > 0;
-      if (status === 'succeeded' && announce) {
+      // A concatenated text streams as text pieces (its rest goes last); any other output is announced
+      // whole, as JSON, once it is stored (README "Streaming").
+      const rest = record.output?.streamRest;
+      if (status === 'succeeded' && rest !== undefined) {
+        if (rest !== '') await emitStream(deps, id, 'output', rest);
+      } else if (status === 'succeeded' && (record.output || record.files.length > 0)) {
         const { output } = await serialize(deps, record);
-        await emitStream(deps, id, 'output', typeof output === 'string' ? output : JSON.stringify(output));
+        await emitStream(deps, id, 'output', JSON.stringify(output));
       }
       if (status === 'failed') await emitStream(deps, id, 'error', record.error ?? 'Prediction failed');
       if (status === 'canceled') await emitStream(deps, id, 'error', 'Prediction was canceled');

@@ -43,8 +43,11 @@ export interface StoredFile {
 export interface StoredOutput {
   value: unknown;
   links: Array<{ path: Array<string | number>; key: string }>;
-  /** The stream's output events already carried it whole (a text streamed piece by piece). */
-  streamed: boolean;
+  /**
+   * A concatenated text only: the end of it the stream's output events have not carried yet (all of it
+   * when nothing streamed), sent as the last text piece. Other outputs are announced whole, as JSON.
+   */
+  streamRest?: string;
 }
 
 export interface WebhookTarget {

@@ -335,15 +335,14 @@ export class PredictionWorker {
       links.push({ path, key: stored.file.key });
       megapixels += stored.megapixels;
     }
-    const streamed =
-      record.stream &&
-      links.length === 0 &&
-      typeof shaped.value === 'string' &&
-      shaped.value === streamedText;
+    // The stream's pieces of a concatenated text add up to it: what they have not carried is sent last.
+    const text = shaped.text && typeof shaped.value === 'string' ? shaped.value : undefined;
+    const streamRest =
+      text === undefined ? undefined : text.startsWith(streamedText) ? text.slice(streamedText.length) : text;
     return {
       files,
       text: null,
-      output: { value: shaped.value, links, streamed },
+      output: { value: shaped.value, links, ...(streamRest === undefined ? {} : { streamRest }) },
       megapixels: record.modelType === 'image' ? Math.round(megapixels * 1e6) / 1e6 : null,
     };
   }
