@@ -285,10 +285,18 @@ export class PredictionWorker {
           },
         },
       )
-      .then(async (result) => {
-        await toProcessing();
-        return result;
-      });
+      .then(
+        async (result) => {
+          await toProcessing();
+          return result;
+        },
+        async (error: unknown) => {
+          // A `processing` write still on its way (a synchronous Cog reports it when the request is sent)
+          // lands before the failure is handled, so a retry's reset to `starting` comes after it.
+          await processing;
+          throw error;
+        },
+      );
   }
 
   /** Whether the prediction's provider may hand out output URLs on private addresses. */

@@ -176,7 +176,19 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
     };
 
     if (route('/', 'GET')) {
-      if (method === 'GET') sendJson(ex.res, 200, { docs_url: '/docs', openapi_url: '/openapi.json' });
+      // The discovery document of Cog's docs/http.md (`GET /`).
+      if (method === 'GET') {
+        sendJson(ex.res, 200, {
+          cog_version: COG_VERSION,
+          docs_url: '/docs',
+          openapi_url: '/openapi.json',
+          shutdown_url: '/shutdown',
+          healthcheck_url: '/health-check',
+          predictions_url: '/predictions',
+          predictions_idempotent_url: '/predictions/{prediction_id}',
+          predictions_cancel_url: '/predictions/{prediction_id}/cancel',
+        });
+      }
       return;
     }
     if (route('/health-check', 'GET')) {
@@ -220,6 +232,7 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
     return {
       status: jobs.size >= concurrency ? 'BUSY' : 'READY',
       setup: { started_at: setupStartedAt, completed_at: setupStartedAt, logs: '', status: 'succeeded' },
+      version: { cog: COG_VERSION, python: '3.11.10' },
     };
   }
 

@@ -314,7 +314,7 @@ describe('CogBackend, asynchronous (webhooks)', () => {
     const result = await b.run(j, ctx);
 
     // A concatenated iterator is one text, and its stream pieces add up to it.
-    expect(result.output).toEqual({ value: 'Hello world', files: [] });
+    expect(result.output).toEqual({ value: 'Hello world', files: [], text: true });
     expect(result.predictTime).toBeGreaterThan(0);
     expect(rec.seen[0]).toEqual({ kind: 'processing' });
     expect(rec.seen.filter((e) => e.kind === 'processing')).toHaveLength(1);

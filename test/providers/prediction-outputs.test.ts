@@ -44,7 +44,7 @@ describe('shapeOutput: outputs keep the shape the model produced', () => {
       'x-cog-array-display': 'concatenate',
     };
     expect(isConcatenatedText(concatenated)).toBe(true);
-    expect(shapeOutput(['Hel', 'lo'], concatenated)).toEqual({ value: 'Hello', files: [] });
+    expect(shapeOutput(['Hel', 'lo'], concatenated)).toEqual({ value: 'Hello', files: [], text: true });
     // A plain iterator (no display hint) stays a list.
     const iterator = { type: 'array', items: { type: 'string' }, 'x-cog-array-type': 'iterator' };
     expect(isConcatenatedText(iterator)).toBe(false);

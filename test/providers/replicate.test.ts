@@ -200,7 +200,7 @@ describe('ReplicateBackend: successful runs', () => {
     expect(create?.path).toBe('/v1/predictions');
     expect(create?.body).toEqual({ version: FAKE_VERSION_ID, input: { prompt: 'a lighthouse at dusk' } });
     expect(fake.predictions[0]?.model).toBe(FAKE_VERSIONED_MODEL);
-    expect(result.output).toEqual({ value: 'Here is a haiku', files: [] });
+    expect(result.output).toEqual({ value: 'Here is a haiku', files: [], text: true });
     expect(result.predictTime).toBe(1.25);
   });
 
@@ -244,7 +244,7 @@ describe('ReplicateBackend: successful runs', () => {
 
     expect(events.pieces.join('')).toBe(tokens.join(''));
     expect(events.pieces.length).toBeGreaterThan(1);
-    expect(result.output).toEqual({ value: tokens.join(''), files: [] });
+    expect(result.output).toEqual({ value: tokens.join(''), files: [], text: true });
   });
 
   it('gives the token only to the delivery host and the API’s own origin, and decodes data URIs', async () => {
@@ -273,6 +273,37 @@ describe('ReplicateBackend: successful runs', () => {
       { kind: 'url', url: 'https://replicate.delivery.example.com/out-4.png' },
       { kind: 'bytes', data: FAKE_PNG, contentType: 'image/png', name: 'output_5.png' },
     ]);
+  });
+
+  it('keeps an object output in shape: files anywhere taken out with their places, JPEG as .jpg', async () => {
+    const jpeg = `data:image/jpeg;base64,${Buffer.from([0xff, 0xd8, 0xff, 0xe0]).toString('base64')}`;
+    fake.setBehavior({
+      output: {
+        kind: 'raw',
+        value: {
+          images: [jpeg, 'https://replicate.delivery/pbxt/abc/out-1.png'],
+          seed: 3,
+          scores: [0.25, -0.5],
+        },
+      },
+    });
+
+    const result = await backend().run(job(), ctx());
+
+    expect(result.output?.value).toEqual({ images: [null, null], seed: 3, scores: [0.25, -0.5] });
+    expect(result.output?.files.map((f) => f.path)).toEqual([
+      ['images', 0],
+      ['images', 1],
+    ]);
+    expect(filesOf(result)[0]).toMatchObject({
+      kind: 'bytes',
+      contentType: 'image/jpeg',
+      name: 'output_0.jpg',
+    });
+    expect(filesOf(result)[1]).toMatchObject({
+      kind: 'url',
+      headers: { authorization: `Bearer ${CALLER_KEY}` },
+    });
   });
 
   it('returns a single URL output as one url output', async () => {
