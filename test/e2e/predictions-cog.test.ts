@@ -326,18 +326,21 @@ async function startRelay() {
   };
 }
 
-function asyncYaml(cog: FakeCog, publicUrl?: string, uploading?: FakeCog): string {
+function asyncYaml(cog: FakeCog, publicUrl?: string, uploading?: FakeCog, texts?: FakeCog): string {
   return `
 ${publicUrl ? `server: { public_url: "${publicUrl}" }` : ''}
 providers:
   cog-async: { kind: cog, base_url: "${cog.origin}", async: true, allow_private_outputs: true }
 ${uploading ? `  cog-upload: { kind: cog, base_url: "${uploading.origin}", async: true, allow_private_outputs: true }` : ''}
+${texts ? `  cog-text: { kind: cog, base_url: "${texts.origin}", async: true }` : ''}
 tiers:
   default: {}
 predictions:
   max_attempts: 2
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${modelYaml('acme/flux', 'cog-async')}${uploading ? modelYaml('acme/flux-upload', 'cog-upload') : ''}
+models:${modelYaml('acme/flux', 'cog-async')}${uploading ? modelYaml('acme/flux-upload', 'cog-upload') : ''}${
+    texts ? modelYaml('acme/text-async', 'cog-text') : ''
+  }
 `;
 }
 
@@ -376,6 +379,8 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
   let cog: FakeCog;
   /** A Cog server started with --upload-url: its file outputs are URLs it serves, for Gantry to copy. */
   let uploading: FakeCog;
+  /** A language model: its Output is Cog's concatenated iterator. */
+  let texts: FakeCog;
   let gantry: TestGantry;
   let relay: Awaited<ReturnType<typeof startRelay>>;
   let receiver: WebhookReceiver;
@@ -386,9 +391,10 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     // throttleMs 0: every log line is its own webhook, so logs show while the prediction runs.
     cog = await startFakeCog({ throttleMs: 0 });
     uploading = await startFakeCog({ throttleMs: 0, uploadFiles: true });
+    texts = await startFakeCog({ throttleMs: 0, outputSchema: CONCATENATED });
     relay = await startRelay();
     gantry = await startGantry(
-      asyncYaml(cog, relay.origin, uploading),
+      asyncYaml(cog, relay.origin, uploading, texts),
       {},
       {
         onLog: (line) => logLines.push(line),
@@ -402,13 +408,15 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     await gantry?.close();
     await cog?.close();
     await uploading?.close();
+    await texts?.close();
     await receiver?.close();
     await relay?.close();
   });
   beforeEach(async () => {
-    await Promise.all([cog.idle(), uploading.idle()]);
+    await Promise.all([cog.idle(), uploading.idle(), texts.idle()]);
     cog.reset();
     uploading.reset();
+    texts.reset();
     receiver.reset();
   });
 
@@ -552,6 +560,29 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     expect(res.body.error).toBe('NSFW content detected in the output');
     expect(res.body.output).toBeNull();
     expect(String(res.body.logs)).toContain('Traceback');
+  });
+
+  it('streams a language model’s tokens as they come, adding up to the final text', async () => {
+    texts.setBehavior({
+      stepMs: 60,
+      logs: ['warming up'],
+      iterator: true,
+      output: ['Onions', ' bloom', ' at dusk'],
+    });
+    const created = await api.create({ model: 'acme/text-async', input: { prompt: 'haiku' }, stream: true });
+    const id = String(created.id);
+    const res = await fetch(String((created.urls as Json).stream), {
+      headers: { 'x-api-key': gantry.key },
+      signal: AbortSignal.timeout(10_000),
+    });
+    const events = parseSse(await res.text());
+    const done = await api.waitFor(id, undefined, 5_000);
+
+    expect(done.output).toBe('Onions bloom at dusk');
+    const pieces = events.filter((e) => e.event === 'output').map((e) => e.data);
+    // Each token came with its own output webhook, before the end.
+    expect(pieces).toEqual(['Onions', ' bloom', ' at dusk']);
+    expect(events.at(-1)?.event).toBe('done');
   });
 
   it('keeps the callback token, the credential of the callback route, out of the logs', async () => {
