@@ -344,7 +344,7 @@ export class PredictionWorker {
       megapixels += stored.megapixels;
     }
     // The stream's pieces of a concatenated text add up to it: what they have not carried is sent last.
-    const text = shaped.text && typeof shaped.value === 'string' ? shaped.value : undefined;
+    const text = record.stream && shaped.text && typeof shaped.value === 'string' ? shaped.value : undefined;
     const streamRest =
       text === undefined ? undefined : text.startsWith(streamedText) ? text.slice(streamedText.length) : text;
     return {
