@@ -138,7 +138,7 @@ async function afterFinish(
   try {
     if (record.stream) {
       // A concatenated text streams as text pieces (its rest goes last); any other output is announced
-      // whole, as JSON, once it is stored (README "Streaming").
+      // whole, as JSON, once it is stored (README, Predictions, "Stream").
       const rest = record.output?.streamRest;
       if (status === 'succeeded' && rest !== undefined) {
         if (rest !== '') await emitStream(deps, id, 'output', rest);
