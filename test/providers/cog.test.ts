@@ -257,6 +257,30 @@ describe('CogBackend, synchronous', () => {
     expect(rec.seen.filter((e) => e.kind === 'processing')).toHaveLength(1);
   });
 
+  it('cancels an earlier attempt still running on Cog (202) and runs the prediction again, in one attempt', async () => {
+    const b = backend('sync');
+    fake.setBehavior({ stepMs: 150, logs: ['step 1', 'step 2', 'step 3', 'step 4'] });
+    const j = job();
+    // What a worker that died mid-run leaves: Cog still runs its synchronous PUT, whose client is gone.
+    const orphan = new AbortController();
+    void fetch(`${fake.origin}/predictions/${j.predictionId}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: j.predictionId, input: j.input }),
+      signal: orphan.signal,
+    }).catch(() => undefined);
+    await waitFor(() => fake.running().includes(j.predictionId));
+    orphan.abort();
+    fake.setBehavior({ stepMs: 5 });
+
+    const result = await b.run(j, context().ctx);
+
+    expect(filesOf(result)).toHaveLength(1);
+    expect(fake.canceled).toContain(j.predictionId);
+    const puts = predictionRequests().filter((r) => r.method === 'PUT');
+    expect(puts.length).toBeGreaterThanOrEqual(3);
+  });
+
   it('fails with Cog error text, not retryable, when the prediction fails', async () => {
     const b = backend('sync');
     fake.setBehavior({ fail: 'CUDA out of memory. Tried to allocate 2.00 GiB' });

@@ -66,7 +66,12 @@ export class CogClient {
 
   /** Best effort: a cancel that fails leaves a prediction Cog finishes on its own. */
   cancel(predictionId: string): void {
-    this.send('POST', `/predictions/${encodeURIComponent(predictionId)}/cancel`, undefined, {
+    void this.cancelled(predictionId);
+  }
+
+  /** The same cancel, resolved once Cog answered it (or it failed). */
+  async cancelled(predictionId: string): Promise<void> {
+    await this.send('POST', `/predictions/${encodeURIComponent(predictionId)}/cancel`, undefined, {
       signal: new AbortController().signal,
     }).catch(() => undefined);
   }

@@ -3,9 +3,10 @@
  * `processing` as soon as the request has been written to Cog (Cog starts the model on receipt; the
  * answer only comes when it is done).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LinkedAbort } from '../../abort.js';
 import { canceledError, LogProgress } from '../shared.js';
-import { type BackendContext, BackendError, type BackendJob, type BackendResult } from '../types.js';
+import type { BackendContext, BackendError, BackendJob, BackendResult } from '../types.js';
 import { asPrediction, type CogAnswer, type CogClient, startedNothing, timeoutError } from './client.js';
 import { finalResult, type OutputShape } from './outputs.js';
 
@@ -29,15 +30,25 @@ export async function runSync(
     stoppedBy = error;
     call.abort();
   });
-  let answer: CogAnswer;
-  try {
-    answer = await client.send(
+  const put = (): Promise<CogAnswer> =>
+    client.send(
       'PUT',
       `/predictions/${encodeURIComponent(id)}`,
       { id, input: job.input },
       // The answer comes when the model is done: only the run's own deadline applies.
       { signal: call.signal, waitForModel: true, onSent: () => ctx.events.processing() },
     );
+  let answer: CogAnswer;
+  try {
+    answer = await put();
+    for (let waitMs = 100; answer.status === 202; waitMs = Math.min(waitMs * 2, 1_000)) {
+      // Cog answers 202 to a PUT whose id still runs: an earlier attempt's, whose worker died while Cog
+      // went on. Nothing can wait on it (Cog has no GET), so it is canceled and the prediction put again
+      // within this attempt, rather than spending one of the prediction's attempts on it.
+      await client.cancelled(id);
+      await sleep(waitMs, undefined, { signal: call.signal });
+      answer = await put();
+    }
   } catch (err) {
     // An error status means nothing runs. A cut request (abort, deadline, lost connection) may leave it
     // running: Python Cog goes on with a synchronous prediction whose client left.
@@ -49,13 +60,6 @@ export async function runSync(
   } finally {
     call.release();
     untrack();
-  }
-  if (answer.status === 202) {
-    // Cog answers 202 to a PUT whose id still runs (an earlier attempt's): there is nothing to wait on.
-    client.cancel(id);
-    throw new BackendError('the Cog server is still running an earlier attempt of this prediction', {
-      retryable: true,
-    });
   }
   const prediction = asPrediction(answer.body);
   if (typeof prediction.logs === 'string') new LogProgress(ctx.events).report(prediction.logs);
