@@ -240,8 +240,9 @@ describe('CogBackend, synchronous', () => {
   });
 
   it('is processing once Cog has the request, long before it answers', async () => {
-    const b = backend('sync');
-    fake.setBehavior({ stepMs: 150, logs: ['step 1', 'step 2'] });
+    const slow = await otherFake({});
+    const b = backend('sync', {}, {}, slow);
+    slow.setBehavior({ stepMs: 150, logs: ['step 1', 'step 2'] });
     const j = job();
     const { ctx, rec } = context();
     let answered = false;
@@ -252,7 +253,7 @@ describe('CogBackend, synchronous', () => {
     await waitFor(() => rec.seen.some((e) => e.kind === 'processing'));
 
     expect(answered).toBe(false);
-    expect(fake.running()).toEqual([j.predictionId]);
+    expect(slow.running()).toEqual([j.predictionId]);
     await running;
     expect(rec.seen.filter((e) => e.kind === 'processing')).toHaveLength(1);
   });
@@ -541,10 +542,13 @@ describe('CogBackend, failures before the model runs', () => {
     const b = new CogBackend({ name: 'cog-down', kind: 'cog', baseUrl: origin, timeoutMs: 5000 });
     backends.push(b);
 
-    const error = await failure(b.run(job(), context().ctx));
+    const { ctx, rec } = context();
+    const error = await failure(b.run(job(), ctx));
 
     expect(error.retryable).toBe(true);
     expect(error.message).toMatch(/could not reach the Cog server \(ECONNREFUSED\)/);
+    // Nothing reached a server: the prediction never started.
+    expect(rec.seen).toEqual([]);
   });
 
   it('is retryable on 5xx', async () => {
