@@ -14,14 +14,16 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { LinkedAbort } from '../abort.js';
+import { OutputPieces, shapeOutput } from './outputs.js';
+import { canceledError, isObject, LogProgress, raceAbort } from './shared.js';
 import {
   type BackendConfig,
   type BackendContext,
   BackendError,
   type BackendEvents,
   type BackendJob,
-  type BackendOutput,
   type BackendResult,
+  type FileOutput,
   type JsonObject,
   type PredictionBackend,
 } from './types.js';
@@ -129,7 +131,7 @@ export class ReplicateBackend implements PredictionBackend {
     try {
       let prediction = await raceAbort(created, run.signal);
       predictionId = prediction.id;
-      const reporter = new RunReporter(ctx.events, job.stream, bearer);
+      const reporter = new RunReporter(ctx.events, new OutputPieces(job.stream, job.outputSchema), bearer);
       reporter.update(prediction);
       let failures = 0;
       while (!TERMINAL.has(prediction.status)) {
@@ -148,7 +150,7 @@ export class ReplicateBackend implements PredictionBackend {
         reporter.update(prediction);
       }
       terminal = true;
-      return this.finish(prediction, bearer);
+      return this.finish(prediction, bearer, job.outputSchema);
     } catch (err) {
       // Whatever ended the run early, a prediction still running on the partner is stopped.
       if (predictionId !== undefined && !terminal) this.cancelInBackground(predictionId, bearer);
@@ -214,11 +216,22 @@ export class ReplicateBackend implements PredictionBackend {
     void pending.finally(() => this.pendingCancels.delete(pending));
   }
 
-  private finish(prediction: ReplicatePrediction, token: string): BackendResult {
+  private finish(
+    prediction: ReplicatePrediction,
+    token: string,
+    schema: JsonObject | undefined,
+  ): BackendResult {
     const partner = this.name;
     switch (prediction.status) {
       case 'succeeded': {
-        const result: BackendResult = { outputs: this.toOutputs(prediction.output, token) };
+        // The output keeps its shape (outputs.ts); file URLs on Replicate's hosts get the caller's token.
+        const result: BackendResult = {
+          outputs: [],
+          output: shapeOutput(prediction.output, schema, {
+            urlFile: (url) => this.urlFile(url, token),
+            text: (value) => redact(value, token),
+          }),
+        };
         const predictTime = prediction.metrics?.predict_time;
         if (typeof predictTime === 'number' && Number.isFinite(predictTime)) result.predictTime = predictTime;
         if (typeof prediction.logs === 'string') result.logs = redact(prediction.logs, token);
@@ -236,27 +249,10 @@ export class ReplicateBackend implements PredictionBackend {
     }
   }
 
-  /**
-   * A URL (or an array of URLs) is a file output; a data URI carries its bytes inline; an array of plain
-   * strings is a language model's tokens, joined into one text; anything else is returned as JSON text.
-   */
-  private toOutputs(output: unknown, token: string): BackendOutput[] {
-    if (output === null || output === undefined) return [];
-    const items = Array.isArray(output) ? output : [output];
-    if (items.every((item) => typeof item === 'string' && isFileReference(item))) {
-      return (items as string[]).map((item, index) => this.fileOutput(item, index, token));
-    }
-    if (items.every((item) => typeof item === 'string')) {
-      return [{ kind: 'text', text: redact(items.join(''), token) }];
-    }
-    return [{ kind: 'text', text: redact(JSON.stringify(output), token) }];
-  }
-
-  private fileOutput(reference: string, index: number, token: string): BackendOutput {
-    if (reference.startsWith('data:')) return decodeDataUri(reference, index);
-    return this.needsToken(reference)
-      ? { kind: 'url', url: reference, headers: { authorization: `Bearer ${token}` } }
-      : { kind: 'url', url: reference };
+  private urlFile(url: string, token: string): FileOutput {
+    return this.needsToken(url)
+      ? { kind: 'url', url, headers: { authorization: `Bearer ${token}` } }
+      : { kind: 'url', url };
   }
 
   private needsToken(reference: string): boolean {
@@ -337,20 +333,21 @@ export class ReplicateBackend implements PredictionBackend {
 
 /**
  * Reports a run's progress from successive snapshots of the prediction: `processing` once the model
- * started, the new tail of the cumulative logs, a percentage found in them, and (for stream callers) the
- * new tokens of a language model's growing output array.
+ * started, the new tail of the cumulative logs and a percentage found in them, and (for stream callers)
+ * the new pieces of a concatenated text output.
  */
 class RunReporter {
   private started = false;
   private seenLogs = '';
-  private lastPercent: number | undefined;
-  private streamedTokens = 0;
+  private readonly logs: LogProgress;
 
   constructor(
     private readonly events: BackendEvents,
-    private readonly stream: boolean,
+    private readonly pieces: OutputPieces,
     private readonly token: string,
-  ) {}
+  ) {
+    this.logs = new LogProgress(events);
+  }
 
   update(prediction: ReplicatePrediction): void {
     if (
@@ -361,7 +358,9 @@ class RunReporter {
       this.events.processing();
     }
     this.reportLogs(prediction.logs);
-    if (this.stream) this.reportTokens(prediction.output);
+    for (const piece of this.pieces.fresh(prediction.output)) {
+      if (piece !== '') this.events.output(redact(piece, this.token));
+    }
   }
 
   private reportLogs(logs: string | null | undefined): void {
@@ -369,25 +368,7 @@ class RunReporter {
     // Cumulative: the new text is what follows what we saw (all of it, if the partner rewrote the log).
     const fresh = logs.startsWith(this.seenLogs) ? logs.slice(this.seenLogs.length) : logs;
     this.seenLogs = logs;
-    if (fresh === '') return;
-    this.events.log(redact(fresh, this.token));
-    const percent = lastPercentage(fresh);
-    if (percent !== undefined && percent !== this.lastPercent) {
-      this.lastPercent = percent;
-      this.events.progress(percent);
-    }
-  }
-
-  /** Only plain text tokens are streamed: partner file URLs reach the caller once Gantry stored them. */
-  private reportTokens(output: unknown): void {
-    if (!Array.isArray(output) || output.length <= this.streamedTokens) return;
-    const fresh = output.slice(this.streamedTokens);
-    this.streamedTokens = output.length;
-    for (const piece of fresh) {
-      if (typeof piece === 'string' && piece !== '' && !isFileReference(piece)) {
-        this.events.output(redact(piece, this.token));
-      }
-    }
+    this.logs.report(redact(fresh, this.token));
   }
 }
 
@@ -426,40 +407,6 @@ export function parseModel(model: string): ModelTarget {
   return version === undefined ? { owner, name } : { owner, name, version };
 }
 
-/** The last percentage in log text: a tqdm bar (` 45%|████`) or a line ending in one (`progress: 45%`). */
-export function lastPercentage(text: string): number | undefined {
-  let found: number | undefined;
-  for (const match of text.matchAll(/(\d{1,3}(?:\.\d+)?)%(?=\||[ \t]*(?:[\r\n]|$))/g)) {
-    const value = Number(match[1]);
-    if (value >= 0 && value <= 100) found = value;
-  }
-  return found;
-}
-
-function isFileReference(value: string): boolean {
-  if (value.startsWith('data:')) return /^data:[^,]*;base64,/.test(value);
-  if (!/^https?:\/\//i.test(value)) return false;
-  try {
-    new URL(value);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function decodeDataUri(uri: string, index: number): BackendOutput {
-  const comma = uri.indexOf(',');
-  const contentType = uri.slice(5, comma).split(';')[0] || 'application/octet-stream';
-  const subtype = contentType.split('/')[1]?.split('+')[0];
-  const extension = subtype && /^[a-z0-9]+$/i.test(subtype) ? subtype : 'bin';
-  return {
-    kind: 'bytes',
-    data: Buffer.from(uri.slice(comma + 1), 'base64'),
-    contentType,
-    name: `output-${index}.${extension}`,
-  };
-}
-
 /** The partner's `error` field as text, trimmed, bounded, with the token scrubbed. */
 function partnerText(value: unknown, token: string): string {
   if (value === null || value === undefined) return '';
@@ -480,30 +427,6 @@ function redact(text: string, token: string): string {
   return token.length >= 4 ? text.split(token).join('[redacted]') : text;
 }
 
-/** Rejects as soon as `signal` aborts, leaving `promise` to settle on its own. */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-/** What a run rejects with when its caller aborted (as the Cog backend does); the reason is the cause. */
-function canceledError(signal: AbortSignal): BackendError {
-  return new BackendError('the prediction was canceled', { retryable: false, cause: signal.reason });
-}
-
 function formatSeconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(3))}s`;
 }
@@ -514,8 +437,4 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
-}
-
-function isObject(value: unknown): value is JsonObject {
-  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }

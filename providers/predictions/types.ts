@@ -20,6 +20,11 @@ export interface BackendJob {
   input: JsonObject;
   /** Whether the caller asked for a stream of incremental output. */
   stream: boolean;
+  /**
+   * The model's output schema as the catalogue has it, where it has one: tells files (`format: uri`) from
+   * plain strings and a concatenated text stream from a list (outputs.ts).
+   */
+  outputSchema?: JsonObject;
 }
 
 /** What a backend may report while it runs; every method is optional to call and cheap. */
@@ -44,8 +49,28 @@ export type BackendOutput =
   | { kind: 'url'; url: string; headers?: Record<string, string> }
   | { kind: 'text'; text: string };
 
+/** Where a file sits inside an output value: object keys and list indexes from the top. */
+export type OutputPath = Array<string | number>;
+
+/** A file of a shaped output: bytes the backend sent inline, or a URL Gantry downloads. */
+export type FileOutput = Exclude<BackendOutput, { kind: 'text' }>;
+
+/**
+ * An output kept in the shape the model produced it: `value` is its JSON with every file left where it
+ * was (the worker puts a signed link of the stored copy at each `files[i].path`).
+ */
+export interface ShapedOutput {
+  value: unknown;
+  files: Array<{ path: OutputPath; file: FileOutput }>;
+  /** The value is one text joined from pieces (a concatenated iterator): it streams as text pieces. */
+  text?: true;
+}
+
 export interface BackendResult {
+  /** Files and texts, in order (built-in models, text models): text is joined, files are listed. Empty when `output` is set. */
   outputs: BackendOutput[];
+  /** The output in the model's own shape (Cog, Replicate); when set, `outputs` is not read. */
+  output?: ShapedOutput;
   /** Seconds the model itself worked, where the backend measured it; else the worker measures. */
   predictTime?: number;
   logs?: string;

@@ -137,8 +137,12 @@ async function afterFinish(
   await queueDeliveries(deps, record, outbox);
   try {
     if (record.stream) {
-      // Text arrived piece by piece already; file outputs are announced once they are stored.
-      if (status === 'succeeded' && record.files.length > 0) {
+      // A concatenated text streams as text pieces (its rest goes last); any other output is announced
+      // whole, as JSON, once it is stored (README, Predictions, "Stream").
+      const rest = record.output?.streamRest;
+      if (status === 'succeeded' && rest !== undefined) {
+        if (rest !== '') await emitStream(deps, id, 'output', rest);
+      } else if (status === 'succeeded' && (record.output || record.files.length > 0)) {
         const { output } = await serialize(deps, record);
         await emitStream(deps, id, 'output', JSON.stringify(output));
       }

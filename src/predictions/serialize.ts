@@ -1,5 +1,5 @@
 import { REDACTED } from './input-schema.js';
-import type { PredictionRecord } from './types.js';
+import type { PredictionRecord, StoredOutput } from './types.js';
 
 export interface SerializeContext {
   /** Absolute origin of this API, e.g. `https://gantry.example.com`: the base of `urls` and file links. */
@@ -28,9 +28,12 @@ export function serializePrediction(
         url: ctx.fileUrl(f.key, expiresAt),
       }));
 
-  let output: string[] | string | null = null;
+  let output: unknown = null;
   if (record.status === 'succeeded' && !record.dataRemoved) {
-    if (record.outputText !== null) output = record.outputText;
+    if (record.output) {
+      const expiring = (key: string) => ctx.fileUrl(key, expiresAt);
+      output = withLinks(record.output, expiring);
+    } else if (record.outputText !== null) output = record.outputText;
     else {
       const urls = files.map((f) => f.url);
       output = record.singleOutput ? (urls[0] ?? null) : urls;
@@ -79,12 +82,28 @@ export function serializePrediction(
     metadata: {
       billing: { credits_used: record.creditsUsed },
       storage: { files },
-      data_available: files.length > 0 || record.outputText !== null,
+      data_available:
+        files.length > 0 || record.outputText !== null || (!!record.output && !record.dataRemoved),
     },
     data_removed: record.dataRemoved,
     // The spec shows the delete action as …/{id}/delete, which Gantry serves for DELETE and POST.
     urls: { get: base, cancel: `${base}/cancel`, stream: `${base}/stream`, delete: `${base}/delete` },
   };
+}
+
+/** The output value with each stored file's signed link at its place. */
+export function withLinks(output: StoredOutput, link: (key: string) => string): unknown {
+  let value = structuredClone(output.value);
+  for (const { path, key } of output.links) {
+    if (path.length === 0) {
+      value = link(key);
+      continue;
+    }
+    let parent = value as Record<string | number, unknown>;
+    for (const step of path.slice(0, -1)) parent = parent[step] as Record<string | number, unknown>;
+    parent[path.at(-1) as string | number] = link(key);
+  }
+  return value;
 }
 
 function iso(ms: number): string {

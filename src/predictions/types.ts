@@ -36,6 +36,20 @@ export interface StoredFile {
   key: string;
 }
 
+/**
+ * An output kept in the shape the model produced it (README "Prediction outputs"): `value` is its JSON
+ * with null where each file was; a signed link of the stored file `key` goes at `path` when it is shown.
+ */
+export interface StoredOutput {
+  value: unknown;
+  links: Array<{ path: Array<string | number>; key: string }>;
+  /**
+   * A concatenated text only: the end of it the stream's output events have not carried yet (all of it
+   * when nothing streamed), sent as the last text piece. Other outputs are announced whole, as JSON.
+   */
+  streamRest?: string;
+}
+
 export interface WebhookTarget {
   url: string;
   events: WebhookEvent[];
@@ -72,6 +86,8 @@ export interface PredictionRecord {
   outputText: string | null;
   /** The model's output schema says a single URL (string) rather than an array. */
   singleOutput: boolean;
+  /** The output in the model's shape (Cog and Replicate backends); absent for the others and older records. */
+  output?: StoredOutput | null;
   error: string | null;
   logs: string;
   /** 0-100 where the backend reports it. */
@@ -118,6 +134,7 @@ export type PredictionPatch = Partial<
     | 'sealedSecrets'
     | 'files'
     | 'outputText'
+    | 'output'
     | 'error'
     | 'logs'
     | 'progress'

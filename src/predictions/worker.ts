@@ -2,7 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import sharp from 'sharp';
 import { mediaBackendFor } from '../../providers/predictions/index.js';
-import { BackendError, type BackendOutput, type BackendResult } from '../../providers/predictions/types.js';
+import {
+  BackendError,
+  type BackendOutput,
+  type BackendResult,
+  type FileOutput,
+  type ShapedOutput,
+} from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
 import { nextDelayMs } from '../webhooks/backoff.js';
 import { extendPrediction } from './admission.js';
@@ -10,7 +16,7 @@ import type { PredictionDeps } from './context.js';
 import { OutputDownloads } from './downloads.js';
 import { emitStream, finish, markProcessing } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
-import type { StoredFile } from './types.js';
+import type { StoredFile, StoredOutput } from './types.js';
 import { isTerminal, type JobInfo, type PredictionRecord } from './types.js';
 
 /** Output URLs are the backend's choice: downloaded behind the webhooks' SSRF guard (downloads.ts). */
@@ -141,12 +147,16 @@ export class PredictionWorker {
       Math.max(1_000, Math.floor((record.lease?.leaseMs ?? 60_000) / 3)),
     );
     keepSlot.unref();
+    // The text pieces the stream's output events carried, to tell whether they add up to the output.
+    const streamed = { text: '' };
     try {
-      const result = await this.callBackend(record, controller.signal, logs);
+      const result = await this.callBackend(record, controller.signal, logs, streamed);
       // The logs also go into the final write below: a flush lost to a store outage costs nothing.
       await logs.flush().catch(() => undefined);
       const predictTime = result.predictTime ?? (performance.now() - started) / 1000;
-      const stored = await this.storeOutputs(record, result.outputs);
+      const stored = result.output
+        ? await this.storeShaped(record, result.output, streamed.text)
+        : await this.storeOutputs(record, result.outputs);
       const finished = await this.persist(record.id, () =>
         finish(
           deps,
@@ -155,6 +165,7 @@ export class PredictionWorker {
           {
             files: stored.files,
             outputText: stored.text,
+            ...(stored.output ? { output: stored.output } : {}),
             predictTime,
             megapixels: stored.megapixels,
             progress: record.progress === null ? null : 100,
@@ -228,11 +239,13 @@ export class PredictionWorker {
     record: PredictionRecord,
     signal: AbortSignal,
     logs: LogBuffer,
+    streamed: { text: string },
   ): Promise<BackendResult> {
     const { deps } = this;
     const entry = deps.catalog.entry(record.model);
     const route = entry?.routes[0];
     if (!entry || !route) throw new BackendError(`Model ${record.model} is no longer in the catalog`);
+    const outputSchema = entry.output_schema;
     const input = openSecrets(record.input, record.sealedSecrets, deps.secretKey);
     // One transition, awaited before the result is returned, so `prediction.started` is recorded
     // before the terminal event (webhooks go out in that order).
@@ -254,13 +267,20 @@ export class PredictionWorker {
       if (!provider) throw new BackendError(`No backend named ${route.provider}`);
       await toProcessing();
       return runTextModel(provider, route.model, input, record, signal, (piece) => {
+        streamed.text += piece;
         bestEffort(emitStream(deps, record.id, 'output', piece));
       });
     }
     let progressWritten = 0;
     return backend
       .run(
-        { predictionId: record.id, model: route.model, input, stream: record.stream },
+        {
+          predictionId: record.id,
+          model: route.model,
+          input,
+          stream: record.stream,
+          ...(outputSchema ? { outputSchema } : {}),
+        },
         {
           signal,
           events: {
@@ -273,15 +293,25 @@ export class PredictionWorker {
               bestEffort(deps.store.update(record.id, { progress: Math.max(0, Math.min(100, percent)) }));
             },
             output: (piece) => {
-              if (record.stream) bestEffort(emitStream(deps, record.id, 'output', piece));
+              if (!record.stream) return;
+              streamed.text += piece;
+              bestEffort(emitStream(deps, record.id, 'output', piece));
             },
           },
         },
       )
-      .then(async (result) => {
-        await toProcessing();
-        return result;
-      });
+      .then(
+        async (result) => {
+          await toProcessing();
+          return result;
+        },
+        async (error: unknown) => {
+          // A `processing` write still on its way (a synchronous Cog reports it when the request is sent)
+          // lands before the failure is handled, so a retry's reset to `starting` comes after it.
+          await processing;
+          throw error;
+        },
+      );
   }
 
   /** Whether the prediction's provider may hand out output URLs on private addresses. */
@@ -290,28 +320,20 @@ export class PredictionWorker {
     return this.deps.config.providers.find((p) => p.name === provider)?.allowPrivateOutputs === true;
   }
 
-  private async storeOutputs(record: PredictionRecord, outputs: BackendOutput[]) {
+  /** Files and texts of a built-in or text model: the texts joined, the files listed. */
+  private async storeOutputs(record: PredictionRecord, outputs: BackendOutput[]): Promise<StoredOutputs> {
     const files: StoredFile[] = [];
     const texts: string[] = [];
+    const used = new Set<string>();
     let megapixels = 0;
     for (const [index, output] of outputs.entries()) {
       if (output.kind === 'text') {
         texts.push(output.text);
         continue;
       }
-      const file =
-        output.kind === 'bytes'
-          ? output
-          : await downloads.download(
-              output.url,
-              output.headers ?? {},
-              index,
-              this.allowPrivateOutputs(record),
-            );
-      const key = `${record.id}/${safeName(file.name, index)}`;
-      const blob = await this.deps.blobs.put(key, file.data, file.contentType);
-      files.push({ name: key.slice(record.id.length + 1), type: blob.contentType, size: blob.size, key });
-      if (file.contentType.startsWith('image/')) megapixels += await imageMegapixels(file.data);
+      const stored = await this.storeFile(record, output, index, used);
+      files.push(stored.file);
+      megapixels += stored.megapixels;
     }
     return {
       files,
@@ -319,6 +341,66 @@ export class PredictionWorker {
       megapixels: record.modelType === 'image' ? Math.round(megapixels * 1e6) / 1e6 : null,
     };
   }
+
+  /** An output in the model's shape: every file in it stored, its place kept for the signed link. */
+  private async storeShaped(
+    record: PredictionRecord,
+    shaped: ShapedOutput,
+    streamedText: string,
+  ): Promise<StoredOutputs> {
+    const files: StoredFile[] = [];
+    const links: StoredOutput['links'] = [];
+    const used = new Set<string>();
+    let megapixels = 0;
+    for (const [index, { path, file }] of shaped.files.entries()) {
+      const stored = await this.storeFile(record, file, index, used);
+      files.push(stored.file);
+      links.push({ path, key: stored.file.key });
+      megapixels += stored.megapixels;
+    }
+    // The stream's pieces of a concatenated text add up to it: what they have not carried is sent last.
+    const text = record.stream && shaped.text && typeof shaped.value === 'string' ? shaped.value : undefined;
+    const streamRest =
+      text === undefined ? undefined : text.startsWith(streamedText) ? text.slice(streamedText.length) : text;
+    return {
+      files,
+      text: null,
+      output: { value: shaped.value, links, ...(streamRest === undefined ? {} : { streamRest }) },
+      megapixels: record.modelType === 'image' ? Math.round(megapixels * 1e6) / 1e6 : null,
+    };
+  }
+
+  /**
+   * Copies one file (bytes, or a URL downloaded behind the SSRF guard) into the blob store. `used` holds
+   * the names taken so far: two URLs ending in the same name (`…/a/out.png`, `…/b/out.png`) get two files.
+   */
+  private async storeFile(
+    record: PredictionRecord,
+    output: FileOutput,
+    index: number,
+    used: Set<string>,
+  ): Promise<{ file: StoredFile; megapixels: number }> {
+    const file =
+      output.kind === 'bytes'
+        ? output
+        : await downloads.download(output.url, output.headers ?? {}, index, this.allowPrivateOutputs(record));
+    let name = safeName(file.name, index);
+    if (used.has(name)) name = `${index}_${name}`.slice(0, 100);
+    used.add(name);
+    const key = `${record.id}/${name}`;
+    const blob = await this.deps.blobs.put(key, file.data, file.contentType);
+    return {
+      file: { name: key.slice(record.id.length + 1), type: blob.contentType, size: blob.size, key },
+      megapixels: file.contentType.startsWith('image/') ? await imageMegapixels(file.data) : 0,
+    };
+  }
+}
+
+interface StoredOutputs {
+  files: StoredFile[];
+  text: string | null;
+  output?: StoredOutput;
+  megapixels: number | null;
 }
 
 /** Buffers log text and writes it (and the stream's `logs` events) a few times a second. */

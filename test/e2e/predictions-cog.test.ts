@@ -17,6 +17,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { closedPort } from '../helpers/ports.js';
+import { parseSse, type SseEvent } from '../helpers/sse-events.js';
 import { sleep, until } from '../helpers/wait.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
 
@@ -325,18 +326,21 @@ async function startRelay() {
   };
 }
 
-function asyncYaml(cog: FakeCog, publicUrl?: string, uploading?: FakeCog): string {
+function asyncYaml(cog: FakeCog, publicUrl?: string, uploading?: FakeCog, texts?: FakeCog): string {
   return `
 ${publicUrl ? `server: { public_url: "${publicUrl}" }` : ''}
 providers:
   cog-async: { kind: cog, base_url: "${cog.origin}", async: true, allow_private_outputs: true }
 ${uploading ? `  cog-upload: { kind: cog, base_url: "${uploading.origin}", async: true, allow_private_outputs: true }` : ''}
+${texts ? `  cog-text: { kind: cog, base_url: "${texts.origin}", async: true }` : ''}
 tiers:
   default: {}
 predictions:
   max_attempts: 2
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${modelYaml('acme/flux', 'cog-async')}${uploading ? modelYaml('acme/flux-upload', 'cog-upload') : ''}
+models:${modelYaml('acme/flux', 'cog-async')}${uploading ? modelYaml('acme/flux-upload', 'cog-upload') : ''}${
+    texts ? modelYaml('acme/text-async', 'cog-text') : ''
+  }
 `;
 }
 
@@ -375,6 +379,8 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
   let cog: FakeCog;
   /** A Cog server started with --upload-url: its file outputs are URLs it serves, for Gantry to copy. */
   let uploading: FakeCog;
+  /** A language model: its Output is Cog's concatenated iterator. */
+  let texts: FakeCog;
   let gantry: TestGantry;
   let relay: Awaited<ReturnType<typeof startRelay>>;
   let receiver: WebhookReceiver;
@@ -385,9 +391,10 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     // throttleMs 0: every log line is its own webhook, so logs show while the prediction runs.
     cog = await startFakeCog({ throttleMs: 0 });
     uploading = await startFakeCog({ throttleMs: 0, uploadFiles: true });
+    texts = await startFakeCog({ throttleMs: 0, outputSchema: CONCATENATED });
     relay = await startRelay();
     gantry = await startGantry(
-      asyncYaml(cog, relay.origin, uploading),
+      asyncYaml(cog, relay.origin, uploading, texts),
       {},
       {
         onLog: (line) => logLines.push(line),
@@ -401,13 +408,15 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     await gantry?.close();
     await cog?.close();
     await uploading?.close();
+    await texts?.close();
     await receiver?.close();
     await relay?.close();
   });
   beforeEach(async () => {
-    await Promise.all([cog.idle(), uploading.idle()]);
+    await Promise.all([cog.idle(), uploading.idle(), texts.idle()]);
     cog.reset();
     uploading.reset();
+    texts.reset();
     receiver.reset();
   });
 
@@ -553,6 +562,29 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     expect(String(res.body.logs)).toContain('Traceback');
   });
 
+  it('streams a language model’s tokens as they come, adding up to the final text', async () => {
+    texts.setBehavior({
+      stepMs: 60,
+      logs: ['warming up'],
+      iterator: true,
+      output: ['Onions', ' bloom', ' at dusk'],
+    });
+    const created = await api.create({ model: 'acme/text-async', input: { prompt: 'haiku' }, stream: true });
+    const id = String(created.id);
+    const res = await fetch(String((created.urls as Json).stream), {
+      headers: { 'x-api-key': gantry.key },
+      signal: AbortSignal.timeout(10_000),
+    });
+    const events = parseSse(await res.text());
+    const done = await api.waitFor(id, undefined, 5_000);
+
+    expect(done.output).toBe('Onions bloom at dusk');
+    const pieces = events.filter((e) => e.event === 'output').map((e) => e.data);
+    // Each token came with its own output webhook, before the end.
+    expect(pieces).toEqual(['Onions', ' bloom', ' at dusk']);
+    expect(events.at(-1)?.event).toBe('done');
+  });
+
   it('keeps the callback token, the credential of the callback route, out of the logs', async () => {
     const created = await api.create({ model: 'acme/flux', input: { prompt: 'a fox' } });
     const done = await api.waitFor(String(created.id), undefined, 5_000);
@@ -565,5 +597,202 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     expect(logs).toContain(`/internal/backends/cog-async/${String(created.id)}`);
     // BUG: ...with their `?token=…`: anyone who reads the logs can post results for a running prediction.
     expect(logs).not.toContain(token);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------
+// Outputs keep the shape the model produced (issue 13, "Outputs")
+// ---------------------------------------------------------------------------------------------------
+
+/** Cog's ConcatenateIterator output, as its /openapi.json publishes it (a language model's tokens). */
+const CONCATENATED = {
+  title: 'Output',
+  type: 'array',
+  items: { type: 'string' },
+  'x-cog-array-type': 'iterator',
+  'x-cog-array-display': 'concatenate',
+};
+
+/** A pydantic BaseModel output (`class Output(BaseModel)`): files beside plain values. */
+const OBJECT_OUTPUT = {
+  title: 'Output',
+  type: 'object',
+  properties: {
+    images: { title: 'Images', type: 'array', items: { type: 'string', format: 'uri' } },
+    mask: { title: 'Mask', anyOf: [{ type: 'string', format: 'uri' }, { type: 'null' }] },
+    seed: { title: 'Seed', type: 'integer' },
+    caption: { title: 'Caption', type: 'string' },
+    scores: { title: 'Scores', type: 'array', items: { type: 'number' } },
+  },
+  required: ['images', 'seed'],
+};
+
+describe('Cog provider, outputs keep the shape the model produced', () => {
+  const fakes: Record<'numbers' | 'labels' | 'objects' | 'text' | 'slow', FakeCog> = {} as never;
+  let gantry: TestGantry;
+  let receiver: WebhookReceiver;
+  const api = client(() => gantry);
+
+  beforeAll(async () => {
+    fakes.numbers = await startFakeCog({
+      outputSchema: { title: 'Output', type: 'array', items: { type: 'number' } },
+    });
+    fakes.labels = await startFakeCog({
+      outputSchema: { title: 'Output', type: 'array', items: { type: 'string' } },
+    });
+    fakes.objects = await startFakeCog({ outputSchema: OBJECT_OUTPUT });
+    fakes.text = await startFakeCog({ outputSchema: CONCATENATED });
+    fakes.slow = await startFakeCog();
+    const names = Object.keys(fakes) as Array<keyof typeof fakes>;
+    gantry = await startGantry(`
+providers:
+${names.map((n) => `  cog-${n}: { kind: cog, base_url: "${fakes[n].origin}" }`).join('\n')}
+tiers:
+  default: {}
+predictions:
+  webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
+models:${names.map((n) => modelYaml(`acme/${n}`, `cog-${n}`)).join('')}
+`);
+    const secret = (await api.call('GET', '/v1/webhooks/secret')).body.key as string;
+    receiver = await startWebhookReceiver({ secret });
+  });
+  afterAll(async () => {
+    await gantry?.close();
+    await Promise.all(Object.values(fakes).map((f) => f.close()));
+    await receiver?.close();
+  });
+  beforeEach(async () => {
+    await Promise.all(Object.values(fakes).map((f) => f.idle()));
+    for (const f of Object.values(fakes)) f.reset();
+    receiver.reset();
+  });
+
+  async function readStream(url: string): Promise<SseEvent[]> {
+    const res = await fetch(url, {
+      headers: { 'x-api-key': gantry.key },
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(res.status).toBe(200);
+    return parseSse(await res.text());
+  }
+
+  it('returns a list of numbers as the numbers, not glued text', async () => {
+    fakes.numbers.setBehavior({ output: [0.25, -0.5, 0.125] });
+    const done = await api.create({ model: 'acme/numbers', input: { prompt: 'embed' }, await: true });
+    expect(done.status, JSON.stringify(done)).toBe('succeeded');
+    expect(done.output).toEqual([0.25, -0.5, 0.125]);
+    const metadata = done.metadata as { storage: { files: Json[] }; data_available: boolean };
+    expect(metadata.storage.files).toEqual([]);
+    expect(metadata.data_available).toBe(true);
+  });
+
+  it('returns a list of labels as a list (no concatenation without the schema saying so)', async () => {
+    fakes.labels.setBehavior({ iterator: true, output: ['cat', 'dog', 'bird'] });
+    const done = await api.create({ model: 'acme/labels', input: { prompt: 'classify' }, await: true });
+    expect(done.output).toEqual(['cat', 'dog', 'bird']);
+  });
+
+  it('copies files anywhere in an object output and puts signed links in their places', async () => {
+    fakes.objects.setBehavior({
+      output: {
+        images: [{ file: 'output.png' }, { file: 'output.jpg' }],
+        mask: { file: 'output.png' },
+        seed: 7,
+        caption: 'https://example.com/about-this-model',
+        scores: [0.5, 0.25],
+      },
+    });
+    const created = await api.create({
+      model: 'acme/objects',
+      input: { prompt: 'two squares' },
+      webhook: { url: receiver.url, events: ['completed'] },
+      await: true,
+    });
+    expect(created.status, JSON.stringify(created)).toBe('succeeded');
+    const done = await api.get(String(created.id));
+    const output = done.output as {
+      images: string[];
+      mask: string;
+      seed: number;
+      caption: string;
+      scores: number[];
+    };
+    expect(output.seed).toBe(7);
+    expect(output.scores).toEqual([0.5, 0.25]);
+    // A plain string whose schema says `type: string` stays the model's text, even when it is a URL.
+    expect(output.caption).toBe('https://example.com/about-this-model');
+    const links = [...output.images, output.mask];
+    expect(links).toHaveLength(3);
+    for (const link of links) expect(link.startsWith(`${gantry.origin}/v1/files/`), link).toBe(true);
+    expect(JSON.stringify(done)).not.toContain('data:');
+
+    const files = (done.metadata as { storage: { files: Json[] } }).storage.files;
+    expect(files.map((f) => [f.name, f.type])).toEqual([
+      ['output_0.png', 'image/png'],
+      ['output_1.jpg', 'image/jpeg'],
+      ['output_2.png', 'image/png'],
+    ]);
+    expect(files.map((f) => f.url)).toEqual(links);
+    const bodies = await Promise.all(
+      links.map(async (l) => Buffer.from(await (await fetch(l)).arrayBuffer())),
+    );
+    expect(bodies.map((b) => b.equals(fakes.objects.png))).toEqual([true, false, true]);
+    expect(bodies[1]?.equals(fakes.objects.jpeg)).toBe(true);
+
+    // The webhook carries the same shape.
+    const [delivery] = await receiver.waitFor(1);
+    expect(delivery?.event).toBe('prediction.succeeded');
+    expect(delivery?.body?.output).toEqual(done.output);
+  });
+
+  it('streams a concatenated text as pieces that add up to the output; other outputs as one JSON event', async () => {
+    fakes.text.setBehavior({ iterator: true, output: ['Hel', 'lo', ' world'] });
+    const text = await api.create({
+      model: 'acme/text',
+      input: { prompt: 'greet' },
+      stream: true,
+      await: true,
+    });
+    expect(text.output).toBe('Hello world');
+    const textEvents = await readStream((text.urls as Json).stream as string);
+    const pieces = textEvents.filter((e) => e.event === 'output').map((e) => e.data);
+    expect(pieces.join('')).toBe('Hello world');
+    expect(textEvents.at(-1)?.event).toBe('done');
+
+    fakes.numbers.setBehavior({ output: [1, 2.5] });
+    const numbers = await api.create({
+      model: 'acme/numbers',
+      input: { prompt: 'n' },
+      stream: true,
+      await: true,
+    });
+    const numberEvents = (await readStream((numbers.urls as Json).stream as string)).filter(
+      (e) => e.event === 'output',
+    );
+    expect(numberEvents.map((e) => JSON.parse(e.data))).toEqual([[1, 2.5]]);
+  });
+
+  it('is processing, with started_at and prediction.started, once the synchronous Cog server has the request', async () => {
+    fakes.slow.setBehavior({ stepMs: 300, logs: ['step 1', 'step 2', 'step 3'] });
+    const created = await api.create({
+      model: 'acme/slow',
+      input: { prompt: 'slow fox' },
+      webhook: { url: receiver.url, events: ['started', 'completed'] },
+    });
+    const id = String(created.id);
+    await until('the Cog server to run the prediction', () => fakes.slow.running().includes(id));
+
+    const [started] = await receiver.waitFor(1);
+    expect(started?.event).toBe('prediction.started');
+    const running = await api.get(id);
+    // Cog has not answered yet: the model is still at work.
+    expect(fakes.slow.running()).toContain(id);
+    expect(running.status).toBe('processing');
+    expect(running.started_at).not.toBeNull();
+
+    const done = await api.waitFor(id, undefined, 5_000);
+    expect(done.status).toBe('succeeded');
+    const events = (await receiver.waitFor(2)).map((d) => d.event);
+    expect(events).toEqual(['prediction.started', 'prediction.succeeded']);
   });
 });

@@ -85,6 +85,20 @@ describe('output URLs of a prediction backend', () => {
     expect(secret.requests).toHaveLength(0);
   });
 
+  it('are not downloaded from a loopback address wherever they sit in the output (nested in an object)', async () => {
+    cog.setBehavior({ output: { result: { files: [`${secret.origin}/admin/nested.txt`] }, seed: 1 } });
+    try {
+      const prediction = await run('acme/public');
+      expect(prediction.status).toBe('failed');
+      expect(String(prediction.error)).toMatch(
+        /Could not download output 0: refused, address 127\.0\.0\.1 is loopback/,
+      );
+      expect(secret.requests).toHaveLength(0);
+    } finally {
+      cog.setBehavior({ output: [`${secret.origin}/admin/report.txt`] });
+    }
+  });
+
   it('are downloaded from a private address when the provider allows private outputs', async () => {
     const prediction = await run('acme/lan');
     expect(prediction.status).toBe('succeeded');

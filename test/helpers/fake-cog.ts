@@ -3,7 +3,8 @@
  * that speaks Cog's HTTP API as python/cog/server/http.py does, and records every request.
  *
  * - `GET /health-check`, `GET /openapi.json` (an image model: prompt, aspect_ratio and output_format
- *   enums behind `allOf: [{$ref}]`, num_outputs, seed; Output a list of URIs), `GET /`.
+ *   enums behind `allOf: [{$ref}]`, num_outputs, seed; Output a list of URIs unless `outputSchema`
+ *   says otherwise), `GET /`.
  * - `PUT /predictions/{id}` and `POST /predictions`: synchronous, or with `Prefer: respond-async` a 202
  *   and webhooks to `webhook` for the events in `webhook_events_filter`. A PUT with the id of a running
  *   prediction answers 202 with its state; any other create while every slot is busy gets 409.
@@ -12,8 +13,11 @@
  *   terminal one is retried on 429/5xx. The start webhook is sent before the 202, as Cog does.
  * - `POST /predictions/{id}/cancel` stops the running job (`canceled` lists it): its only terminal
  *   webhook says `canceled`. A synchronous client that leaves does not stop its job (Python Cog).
- * - Files are data: URIs of a real PNG, or with `uploadFiles` (Cog's --upload-url, async only) URLs the
- *   fake serves itself under `/uploads/`.
+ * - The 202 answer and the start webhook say `starting` (Cog's docs/http.md); the model then runs in
+ *   `processing`.
+ * - Outputs are any JSON the model returns (numbers, objects, nested lists); files in them are data: URIs
+ *   of a real PNG or JPEG, or with `uploadFiles` (Cog's --upload-url, async only) URLs the fake serves
+ *   itself under `/uploads/`.
  */
 import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
@@ -30,8 +34,18 @@ import {
 
 export type { JsonObject } from './fake-server.js';
 
-/** One value predict() returns or yields: text, or a file the fake holds (encoded like a cog.Path). */
-export type FakeCogOutput = string | { file: string };
+/**
+ * One value predict() returns or yields: any JSON, where `{file: name}` is a file the fake holds
+ * (`output.png`, `output.jpg`), encoded like a cog.Path wherever it sits.
+ */
+export type FakeCogOutput =
+  | string
+  | number
+  | boolean
+  | null
+  | { file: string }
+  | FakeCogOutput[]
+  | { [key: string]: FakeCogOutput };
 
 /** How the model behaves for one prediction. `{}` prints a tqdm bar and returns `num_outputs` PNGs. */
 export interface CogBehavior {
@@ -60,6 +74,8 @@ export interface FakeCogOptions {
   throttleMs?: number;
   /** Not Cog: also serve GET /predictions/{id} and list it in /openapi.json (a server that can be polled). */
   pollable?: boolean;
+  /** `components.schemas.Output` of /openapi.json (default: a list of URIs, an image model's). */
+  outputSchema?: JsonObject;
   behavior?: CogBehavior;
 }
 
@@ -80,6 +96,8 @@ export interface FakeCog extends FakeServerControls<CogBehavior> {
   port: number;
   /** The PNG every `{file: 'output.png'}` output holds (8x8, red). */
   png: Buffer;
+  /** The JPEG every `{file: 'output.jpg'}` output holds (8x8, blue). */
+  jpeg: Buffer;
   /** `png` as Cog encodes a file output without an upload URL. */
   pngDataUri: string;
   /** Where the fake serves a file uploaded for a prediction (`uploadFiles`). */
@@ -127,8 +145,14 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
   })
     .png()
     .toBuffer();
+  const jpeg = await sharp({
+    create: { width: 8, height: 8, channels: 3, background: { r: 0, g: 0, b: 255 } },
+  })
+    .jpeg()
+    .toBuffer();
   const files = new Map<string, { data: Buffer; contentType: string }>([
     ['output.png', { data: png, contentType: 'image/png' }],
+    ['output.jpg', { data: jpeg, contentType: 'image/jpeg' }],
   ]);
   const uploads = new Map<string, { data: Buffer; contentType: string }>();
   const concurrency = options.concurrency ?? 1;
@@ -152,7 +176,19 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
     };
 
     if (route('/', 'GET')) {
-      if (method === 'GET') sendJson(ex.res, 200, { docs_url: '/docs', openapi_url: '/openapi.json' });
+      // The discovery document of Cog's docs/http.md (`GET /`).
+      if (method === 'GET') {
+        sendJson(ex.res, 200, {
+          cog_version: COG_VERSION,
+          docs_url: '/docs',
+          openapi_url: '/openapi.json',
+          shutdown_url: '/shutdown',
+          healthcheck_url: '/health-check',
+          predictions_url: '/predictions',
+          predictions_idempotent_url: '/predictions/{prediction_id}',
+          predictions_cancel_url: '/predictions/{prediction_id}/cancel',
+        });
+      }
       return;
     }
     if (route('/health-check', 'GET')) {
@@ -160,7 +196,8 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
       return;
     }
     if (route('/openapi.json', 'GET')) {
-      if (method === 'GET') sendJson(ex.res, 200, openApiDocument(options.pollable === true));
+      if (method === 'GET')
+        sendJson(ex.res, 200, openApiDocument(options.pollable === true, options.outputSchema));
       return;
     }
     if (parts[0] === 'uploads' && parts.length === 3 && method === 'GET') {
@@ -195,6 +232,7 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
     return {
       status: jobs.size >= concurrency ? 'BUSY' : 'READY',
       setup: { started_at: setupStartedAt, completed_at: setupStartedAt, logs: '', status: 'succeeded' },
+      version: { cog: COG_VERSION, python: '3.11.10' },
     };
   }
 
@@ -246,14 +284,17 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
       done: Promise.resolve(),
     };
     jobs.set(id, job);
-    // Cog's event handler sends the start webhook before the create request is answered.
-    job.state = { input, output: null, id, logs: '', status: 'processing', started_at: pyTime(new Date()) };
+    // Cog's event handler sends the start webhook (status `starting`) before the create request is
+    // answered; the 202 says `starting` too. The model then runs in `processing`.
+    job.state = { input, output: null, id, logs: '', status: 'starting', started_at: pyTime(new Date()) };
     await emit(job, 'start');
+    const answer = structuredClone(job.state);
+    job.state.status = 'processing';
     job.done = work(job, behavior, input).finally(() => {
       jobs.delete(id);
       finished.set(id, job.state);
     });
-    if (respondAsync) return sendJson(ex.res, 202, job.state);
+    if (respondAsync) return sendJson(ex.res, 202, answer);
     await job.done;
     if (ex.gone.aborted) return;
     // The synchronous answer is the whole response model, unset fields included.
@@ -294,20 +335,21 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
     const numOutputs = typeof input.num_outputs === 'number' ? input.num_outputs : 1;
     const output =
       behavior.output ?? Array.from({ length: numOutputs }, (): FakeCogOutput => ({ file: 'output.png' }));
+    const counter = { files: 0 };
     if (behavior.iterator && Array.isArray(output)) {
       job.state.output = [];
-      for (const [index, item] of output.entries()) {
+      for (const item of output) {
         await sleep(stepMs, job.stop.signal);
         if (stopped()) return finish(job, 'canceled');
-        (job.state.output as unknown[]).push(encodeOutput(job, item, index));
+        (job.state.output as unknown[]).push(encodeOutput(job, item, counter));
         await emit(job, 'output');
       }
     } else {
       await sleep(stepMs, job.stop.signal);
       if (stopped()) return finish(job, 'canceled');
-      job.state.output = Array.isArray(output)
-        ? output.map((item, index) => encodeOutput(job, item, index))
-        : encodeOutput(job, output, 0);
+      job.state.output = encodeOutput(job, output, counter);
+      // Cog sends an output webhook for a returned value too (docs/http.md: "either once using return").
+      await emit(job, 'output');
     }
     return finish(job, 'succeeded');
   }
@@ -321,9 +363,17 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
     await emit(job, 'completed');
   }
 
-  /** A cog.Path output: a data: URI, or (async, --upload-url) the URL it was uploaded to. */
-  function encodeOutput(job: Job, item: FakeCogOutput, index: number): string {
-    if (typeof item === 'string') return item;
+  /**
+   * The output as Cog encodes it: JSON as it is, each cog.Path (wherever it sits) a data: URI, or (async,
+   * --upload-url) the URL it was uploaded to. `counter` numbers the files of one prediction.
+   */
+  function encodeOutput(job: Job, item: FakeCogOutput, counter: { files: number }): unknown {
+    if (Array.isArray(item)) return item.map((i) => encodeOutput(job, i, counter));
+    if (item === null || typeof item !== 'object') return item;
+    if (!isFileRef(item)) {
+      return Object.fromEntries(Object.entries(item).map(([k, v]) => [k, encodeOutput(job, v, counter)]));
+    }
+    const index = counter.files++;
     const file = files.get(item.file);
     if (!file) throw new Error(`fake cog has no file ${item.file}`);
     if (options.uploadFiles && job.async) {
@@ -399,6 +449,7 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
   return {
     ...server,
     png,
+    jpeg,
     pngDataUri: `data:image/png;base64,${png.toString('base64')}`,
     uploadUrl,
     canceled,
@@ -424,6 +475,11 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
       await server.close();
     },
   };
+}
+
+function isFileRef(value: object): value is { file: string } {
+  const keys = Object.keys(value);
+  return keys.length === 1 && keys[0] === 'file' && typeof (value as { file: unknown }).file === 'string';
 }
 
 /** FastAPI's validation of the request body: pydantic v1 messages, as Cog's Python server sends them. */
@@ -533,7 +589,7 @@ function newPredictionId(): string {
 // ---- /openapi.json ----
 
 /** What Cog's server publishes for an image model: FastAPI's document with the model's Input and Output. */
-function openApiDocument(pollable: boolean): JsonObject {
+function openApiDocument(pollable: boolean, outputSchema: JsonObject | undefined): JsonObject {
   const json = (schema: JsonObject): JsonObject => ({ 'application/json': { schema } });
   const ok = (schema: JsonObject): JsonObject => ({
     '200': { description: 'Successful Response', content: json(schema) },
@@ -668,7 +724,7 @@ function openApiDocument(pollable: boolean): JsonObject {
             },
           },
         },
-        Output: { title: 'Output', type: 'array', items: { type: 'string', format: 'uri' } },
+        Output: outputSchema ?? { title: 'Output', type: 'array', items: { type: 'string', format: 'uri' } },
         aspect_ratio: {
           title: 'aspect_ratio',
           description: 'An enumeration.',

@@ -2,18 +2,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  CogBackend,
-  type CogBackendOptions,
-  lastTqdmPercent,
-  mapCogOutput,
-} from '../../providers/predictions/cog.js';
+import { CogBackend, type CogBackendOptions } from '../../providers/predictions/cog.js';
 import {
   type BackendConfig,
   type BackendContext,
   BackendError,
   type BackendJob,
   type BackendResult,
+  type FileOutput,
 } from '../../providers/predictions/types.js';
 import { type FakeCog, type FakeCogOptions, startFakeCog } from '../helpers/fake-cog.js';
 
@@ -158,6 +154,20 @@ function context(signal: AbortSignal = new AbortController().signal) {
   return { ctx, rec };
 }
 
+/** The files of a shaped result, in order. */
+function filesOf(result: BackendResult): FileOutput[] {
+  return (result.output?.files ?? []).map((f) => f.file);
+}
+
+/** Cog's ConcatenateIterator output schema, as its openapi.json publishes it. */
+const CONCATENATED = {
+  title: 'Output',
+  type: 'array',
+  items: { type: 'string' },
+  'x-cog-array-type': 'iterator',
+  'x-cog-array-display': 'concatenate',
+};
+
 async function failure(promise: Promise<BackendResult>): Promise<BackendError> {
   const error = await promise.then(
     () => undefined,
@@ -187,8 +197,9 @@ describe('CogBackend, synchronous', () => {
 
     const result = await b.run(j, ctx);
 
-    expect(result.outputs).toHaveLength(2);
-    for (const [index, output] of result.outputs.entries()) {
+    expect(result.output?.value).toEqual([null, null]);
+    expect(result.output?.files.map((f) => f.path)).toEqual([[0], [1]]);
+    for (const [index, output] of filesOf(result).entries()) {
       expect(output).toMatchObject({ kind: 'bytes', contentType: 'image/png', name: `output_${index}.png` });
       if (output.kind !== 'bytes') throw new Error('expected bytes');
       expect(output.data.equals(fake.png)).toBe(true);
@@ -209,18 +220,66 @@ describe('CogBackend, synchronous', () => {
     expect(put?.body).toEqual({ id: j.predictionId, input: j.input });
   });
 
-  it('maps URL outputs to urls and other strings to text, in order', async () => {
+  it('keeps the output in place: URLs and data: URIs are files, other strings stay strings', async () => {
     const b = backend('sync');
     fake.setBehavior({
-      output: ['https://cdn.example.com/out-0.webp', 'a red square on white', fake.pngDataUri],
+      output: ['https://cdn.example.com/out-0.webp', 'a red square on white', { file: 'output.jpg' }],
     });
 
     const result = await b.run(job(), context().ctx);
 
-    expect(result.outputs.map((o) => o.kind)).toEqual(['url', 'text', 'bytes']);
-    expect(result.outputs[0]).toEqual({ kind: 'url', url: 'https://cdn.example.com/out-0.webp' });
-    expect(result.outputs[1]).toEqual({ kind: 'text', text: 'a red square on white' });
-    expect(result.outputs[2]).toMatchObject({ kind: 'bytes', name: 'output_2.png' });
+    expect(result.output?.value).toEqual([null, 'a red square on white', null]);
+    expect(result.output?.files.map((f) => f.path)).toEqual([[0], [2]]);
+    expect(filesOf(result)[0]).toEqual({ kind: 'url', url: 'https://cdn.example.com/out-0.webp' });
+    // One extension per type across backends: a JPEG is .jpg.
+    expect(filesOf(result)[1]).toMatchObject({
+      kind: 'bytes',
+      contentType: 'image/jpeg',
+      name: 'output_1.jpg',
+    });
+  });
+
+  it('is processing once Cog has the request, long before it answers', async () => {
+    const slow = await otherFake({});
+    const b = backend('sync', {}, {}, slow);
+    slow.setBehavior({ stepMs: 150, logs: ['step 1', 'step 2'] });
+    const j = job();
+    const { ctx, rec } = context();
+    let answered = false;
+
+    const running = b.run(j, ctx).finally(() => {
+      answered = true;
+    });
+    await waitFor(() => rec.seen.some((e) => e.kind === 'processing'));
+
+    expect(answered).toBe(false);
+    expect(slow.running()).toEqual([j.predictionId]);
+    await running;
+    expect(rec.seen.filter((e) => e.kind === 'processing')).toHaveLength(1);
+  });
+
+  it('cancels an earlier attempt still running on Cog (202) and runs the prediction again, in one attempt', async () => {
+    const b = backend('sync');
+    fake.setBehavior({ stepMs: 150, logs: ['step 1', 'step 2', 'step 3', 'step 4'] });
+    const j = job();
+    // What a worker that died mid-run leaves: Cog still runs its synchronous PUT, whose client is gone.
+    const orphan = new AbortController();
+    void fetch(`${fake.origin}/predictions/${j.predictionId}`, {
+      method: 'PUT',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id: j.predictionId, input: j.input }),
+      signal: orphan.signal,
+    }).catch(() => undefined);
+    await waitFor(() => fake.running().includes(j.predictionId));
+    orphan.abort();
+    fake.setBehavior({ stepMs: 5 });
+
+    const result = await b.run(j, context().ctx);
+
+    expect(filesOf(result)).toHaveLength(1);
+    expect(fake.canceled).toContain(j.predictionId);
+    const puts = predictionRequests().filter((r) => r.method === 'PUT');
+    expect(puts.length).toBeGreaterThanOrEqual(3);
   });
 
   it('fails with Cog error text, not retryable, when the prediction fails', async () => {
@@ -271,17 +330,16 @@ describe('CogBackend, synchronous', () => {
 
 describe('CogBackend, asynchronous (webhooks)', () => {
   it('drives processing, log deltas, progress and stream output from webhooks', async () => {
-    const b = backend('async');
-    fake.setBehavior({ iterator: true, output: ['Hello', ' world'] });
+    const texts = await otherFake({ throttleMs: 0, outputSchema: CONCATENATED });
+    const b = backend('async', {}, {}, texts);
+    texts.setBehavior({ iterator: true, output: ['Hello', ' world'] });
     const j = job({ prompt: 'say hello' }, true);
     const { ctx, rec } = context();
 
     const result = await b.run(j, ctx);
 
-    expect(result.outputs).toEqual([
-      { kind: 'text', text: 'Hello' },
-      { kind: 'text', text: ' world' },
-    ]);
+    // A concatenated iterator is one text, and its stream pieces add up to it.
+    expect(result.output).toEqual({ value: 'Hello world', files: [], text: true });
     expect(result.predictTime).toBeGreaterThan(0);
     expect(rec.seen[0]).toEqual({ kind: 'processing' });
     expect(rec.seen.filter((e) => e.kind === 'processing')).toHaveLength(1);
@@ -297,7 +355,7 @@ describe('CogBackend, asynchronous (webhooks)', () => {
     expect(rec.values('progress')).toEqual([0, 50, 100]);
     expect(rec.values('output')).toEqual(['Hello', ' world']);
 
-    const put = predictionRequests()[0];
+    const put = predictionRequests(texts)[0];
     expect(put?.method).toBe('PUT');
     expect(put?.headers.prefer).toBe('respond-async');
     expect(put?.body?.webhook_events_filter).toEqual(['start', 'output', 'logs', 'completed']);
@@ -305,7 +363,7 @@ describe('CogBackend, asynchronous (webhooks)', () => {
     expect(`${webhook.origin}${webhook.pathname}`).toBe(`${receiver.callbackUrl}/${j.predictionId}`);
     expect(webhook.searchParams.get('token')).toMatch(/^[A-Za-z0-9_-]{43}$/);
     // Every webhook Cog sent was taken: start, 4 logs, 2 outputs, completed.
-    expect(fake.webhooks.map((w) => w.event)).toEqual([
+    expect(texts.webhooks.map((w) => w.event)).toEqual([
       'start',
       'logs',
       'logs',
@@ -316,6 +374,17 @@ describe('CogBackend, asynchronous (webhooks)', () => {
       'completed',
     ]);
     expect(receiver.received.every((r) => r.answered === 204)).toBe(true);
+  });
+
+  it('streams no pieces of an iterator that is not a concatenated text, and keeps it a list', async () => {
+    const b = backend('async');
+    fake.setBehavior({ iterator: true, output: ['cat', 'dog'] });
+    const { ctx, rec } = context();
+
+    const result = await b.run(job({ prompt: 'labels' }, true), ctx);
+
+    expect(result.output).toEqual({ value: ['cat', 'dog'], files: [] });
+    expect(rec.values('output')).toEqual([]);
   });
 
   it('reports each log line once when throttled webhooks carry several', async () => {
@@ -339,11 +408,11 @@ describe('CogBackend, asynchronous (webhooks)', () => {
 
     const result = await b.run(j, context().ctx);
 
-    expect(result.outputs).toEqual([
+    expect(filesOf(result)).toEqual([
       { kind: 'url', url: uploading.uploadUrl(j.predictionId, 'output.png') },
       { kind: 'url', url: uploading.uploadUrl(j.predictionId, 'output_1.png') },
     ]);
-    const first = result.outputs[0];
+    const first = filesOf(result)[0];
     if (first?.kind !== 'url') throw new Error('expected a url');
     const res = await fetch(first.url);
     expect(res.headers.get('content-type')).toBe('image/png');
@@ -372,8 +441,8 @@ describe('CogBackend, asynchronous (webhooks)', () => {
     expect(overHttp.status).toBe(404);
 
     const result = await running;
-    expect(result.outputs).toHaveLength(1);
-    expect(result.outputs[0]).toMatchObject({ kind: 'bytes', contentType: 'image/png' });
+    expect(filesOf(result)).toHaveLength(1);
+    expect(filesOf(result)[0]).toMatchObject({ kind: 'bytes', contentType: 'image/png' });
     // The run is over: its token no longer completes anything.
     expect(b.receiveWebhook(j.predictionId, token, forged)).toBe(false);
   });
@@ -456,7 +525,7 @@ describe('CogBackend, asynchronous (webhooks)', () => {
 
     const result = await b.run(j, ctx);
 
-    expect(result.outputs[0]).toMatchObject({ kind: 'bytes', contentType: 'image/png' });
+    expect(filesOf(result)[0]).toMatchObject({ kind: 'bytes', contentType: 'image/png' });
     expect(rec.seen[0]).toEqual({ kind: 'processing' });
     expect(
       pollable.requests.some((r) => r.method === 'GET' && r.path === `/predictions/${j.predictionId}`),
@@ -473,10 +542,13 @@ describe('CogBackend, failures before the model runs', () => {
     const b = new CogBackend({ name: 'cog-down', kind: 'cog', baseUrl: origin, timeoutMs: 5000 });
     backends.push(b);
 
-    const error = await failure(b.run(job(), context().ctx));
+    const { ctx, rec } = context();
+    const error = await failure(b.run(job(), ctx));
 
     expect(error.retryable).toBe(true);
     expect(error.message).toMatch(/could not reach the Cog server \(ECONNREFUSED\)/);
+    // Nothing reached a server: the prediction never started.
+    expect(rec.seen).toEqual([]);
   });
 
   it('is retryable on 5xx', async () => {
@@ -549,36 +621,5 @@ describe('CogBackend.schemas', () => {
       items: { type: 'string', format: 'uri' },
     });
     expect(fake.requests.filter((r) => r.path === '/openapi.json')).toHaveLength(1);
-  });
-});
-
-describe('Cog output and log helpers', () => {
-  it('maps nested lists in order, JSON values as text, and concatenates token streams when told', () => {
-    const outputs = mapCogOutput([
-      ['https://x.example/a.mp4', 'data:audio/wav;base64,UklGRg=='],
-      42,
-      { a: 1 },
-    ]);
-    expect(outputs).toEqual([
-      { kind: 'url', url: 'https://x.example/a.mp4' },
-      {
-        kind: 'bytes',
-        data: Buffer.from('UklGRg==', 'base64'),
-        contentType: 'audio/wav',
-        name: 'output_1.wav',
-      },
-      { kind: 'text', text: '42' },
-      { kind: 'text', text: '{"a":1}' },
-    ]);
-    expect(mapCogOutput(['Hel', 'lo'], { concatenate: true })).toEqual([{ kind: 'text', text: 'Hello' }]);
-    expect(mapCogOutput(null)).toEqual([]);
-    expect(mapCogOutput('data:text/plain,hi%20there')).toEqual([
-      { kind: 'bytes', data: Buffer.from('hi there'), contentType: 'text/plain', name: 'output_0.txt' },
-    ]);
-  });
-
-  it('reads the last tqdm percentage', () => {
-    expect(lastTqdmPercent(' 45%|████▌     | 45/100 [00:02<00:02]\r 46%|████▌     | 46/100')).toBe(46);
-    expect(lastTqdmPercent('using 50% of VRAM')).toBeUndefined();
   });
 });

@@ -1,17 +1,19 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
-  lastPercentage,
   parseModel,
   partnerKeyFields,
   ReplicateBackend,
   takePartnerKey,
 } from '../../providers/predictions/replicate.js';
+import { lastPercentage } from '../../providers/predictions/shared.js';
 import {
   type BackendConfig,
   type BackendContext,
   BackendError,
   type BackendEvents,
   type BackendJob,
+  type BackendResult,
+  type FileOutput,
   type JsonObject,
 } from '../../providers/predictions/types.js';
 import {
@@ -55,6 +57,19 @@ function backend(overrides: Partial<BackendConfig> = {}): ReplicateBackend {
   backends.push(created);
   return created;
 }
+
+/** The files of a shaped result, in order. */
+function filesOf(result: BackendResult): FileOutput[] {
+  return (result.output?.files ?? []).map((f) => f.file);
+}
+
+/** Cog's ConcatenateIterator output schema (a language model's), as the catalogue would carry it. */
+const CONCATENATED = {
+  type: 'array',
+  items: { type: 'string' },
+  'x-cog-array-type': 'iterator',
+  'x-cog-array-display': 'concatenate',
+};
 
 function job(overrides: Partial<BackendJob> = {}, input: JsonObject = {}): BackendJob {
   return {
@@ -149,7 +164,8 @@ describe('ReplicateBackend: successful runs', () => {
     expect(create?.body).toEqual({ input: { prompt: 'a lighthouse at dusk' } });
 
     const prediction = fake.predictions[0]!;
-    expect(result.outputs).toEqual([
+    expect(result.output?.value).toEqual([null]);
+    expect(filesOf(result)).toEqual([
       {
         kind: 'url',
         url: `${fake.origin}/delivery/${prediction.id}/out-0.png`,
@@ -160,7 +176,7 @@ describe('ReplicateBackend: successful runs', () => {
     expect(result.logs).toBe(DEFAULT_LOGS.join(''));
 
     // The file really needs the token, and the headers given are enough to download it.
-    const output = result.outputs[0]!;
+    const output = filesOf(result)[0]!;
     if (output.kind !== 'url') throw new Error('expected a url output');
     const withToken = await fetch(output.url, { headers: output.headers ?? {} });
     expect(withToken.status).toBe(200);
@@ -175,14 +191,27 @@ describe('ReplicateBackend: successful runs', () => {
       predictTime: 1.25,
     });
 
-    const result = await backend().run(job({ model: `${FAKE_VERSIONED_MODEL}:${FAKE_VERSION_ID}` }), ctx());
+    const result = await backend().run(
+      job({ model: `${FAKE_VERSIONED_MODEL}:${FAKE_VERSION_ID}`, outputSchema: CONCATENATED }),
+      ctx(),
+    );
 
     const [create] = creates();
     expect(create?.path).toBe('/v1/predictions');
     expect(create?.body).toEqual({ version: FAKE_VERSION_ID, input: { prompt: 'a lighthouse at dusk' } });
     expect(fake.predictions[0]?.model).toBe(FAKE_VERSIONED_MODEL);
-    expect(result.outputs).toEqual([{ kind: 'text', text: 'Here is a haiku' }]);
+    expect(result.output).toEqual({ value: 'Here is a haiku', files: [], text: true });
     expect(result.predictTime).toBe(1.25);
+  });
+
+  it('keeps a list of strings a list when the schema does not say it is a concatenated text', async () => {
+    fake.setBehavior({ maxHoldMs: 0, processingMs: 150, output: { kind: 'tokens', tokens: ['cat', 'dog'] } });
+    const events = recorder();
+
+    const result = await backend().run(job({ stream: true }), ctx(undefined, events));
+
+    expect(result.output).toEqual({ value: ['cat', 'dog'], files: [] });
+    expect(events.pieces).toEqual([]);
   });
 
   it('polls until the prediction is terminal, reporting processing once, new log text only and progress', async () => {
@@ -208,11 +237,14 @@ describe('ReplicateBackend: successful runs', () => {
     fake.setBehavior({ maxHoldMs: 0, processingMs: 250, output: { kind: 'tokens', tokens } });
     const events = recorder();
 
-    const result = await backend().run(job({ stream: true }), ctx(undefined, events));
+    const result = await backend().run(
+      job({ stream: true, outputSchema: CONCATENATED }),
+      ctx(undefined, events),
+    );
 
     expect(events.pieces.join('')).toBe(tokens.join(''));
     expect(events.pieces.length).toBeGreaterThan(1);
-    expect(result.outputs).toEqual([{ kind: 'text', text: tokens.join('') }]);
+    expect(result.output).toEqual({ value: tokens.join(''), files: [], text: true });
   });
 
   it('gives the token only to the delivery host and the API’s own origin, and decodes data URIs', async () => {
@@ -230,7 +262,7 @@ describe('ReplicateBackend: successful runs', () => {
       },
     });
 
-    const { outputs } = await backend().run(job(), ctx());
+    const outputs = filesOf(await backend().run(job(), ctx()));
 
     const auth = { authorization: `Bearer ${CALLER_KEY}` };
     expect(outputs).toEqual([
@@ -239,13 +271,46 @@ describe('ReplicateBackend: successful runs', () => {
       { kind: 'url', url: 'http://replicate.delivery/plain/out-2.png' },
       { kind: 'url', url: 'https://cdn.example.com/out-3.png' },
       { kind: 'url', url: 'https://replicate.delivery.example.com/out-4.png' },
-      { kind: 'bytes', data: FAKE_PNG, contentType: 'image/png', name: 'output-5.png' },
+      { kind: 'bytes', data: FAKE_PNG, contentType: 'image/png', name: 'output_5.png' },
     ]);
+  });
+
+  it('keeps an object output in shape: files anywhere taken out with their places, JPEG as .jpg', async () => {
+    const jpeg = `data:image/jpeg;base64,${Buffer.from([0xff, 0xd8, 0xff, 0xe0]).toString('base64')}`;
+    fake.setBehavior({
+      output: {
+        kind: 'raw',
+        value: {
+          images: [jpeg, 'https://replicate.delivery/pbxt/abc/out-1.png'],
+          seed: 3,
+          scores: [0.25, -0.5],
+        },
+      },
+    });
+
+    const result = await backend().run(job(), ctx());
+
+    expect(result.output?.value).toEqual({ images: [null, null], seed: 3, scores: [0.25, -0.5] });
+    expect(result.output?.files.map((f) => f.path)).toEqual([
+      ['images', 0],
+      ['images', 1],
+    ]);
+    expect(filesOf(result)[0]).toMatchObject({
+      kind: 'bytes',
+      contentType: 'image/jpeg',
+      name: 'output_0.jpg',
+    });
+    expect(filesOf(result)[1]).toMatchObject({
+      kind: 'url',
+      headers: { authorization: `Bearer ${CALLER_KEY}` },
+    });
   });
 
   it('returns a single URL output as one url output', async () => {
     fake.setBehavior({ output: { kind: 'files', single: true } });
-    const { outputs } = await backend().run(job(), ctx());
+    const result = await backend().run(job(), ctx());
+    expect(result.output?.value).toBeNull();
+    const outputs = filesOf(result);
     expect(outputs).toHaveLength(1);
     expect(outputs[0]).toMatchObject({ kind: 'url', headers: { authorization: `Bearer ${CALLER_KEY}` } });
   });
@@ -253,7 +318,7 @@ describe('ReplicateBackend: successful runs', () => {
   it('keeps polling through a transient poll failure', async () => {
     fake.enqueue({ maxHoldMs: 0, processingMs: 150 }, { error: { status: 503 } }, { cut: true });
     const result = await backend().run(job(), ctx());
-    expect(result.outputs).toHaveLength(1);
+    expect(filesOf(result)).toHaveLength(1);
   });
 });
 
