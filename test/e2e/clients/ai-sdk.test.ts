@@ -1,0 +1,127 @@
+/**
+ * The Vercel AI SDK (`ai` + `@ai-sdk/openai`) against Gantry, through every provider kind: a tool loop
+ * the SDK runs itself (generateText with several steps), the same loop streamed (streamText's full
+ * stream), and generateObject with a zod schema. Chat lanes use `provider.chat(model)`, Responses lanes
+ * `provider.responses(model)`.
+ */
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  expectFinalWeatherText,
+  expectPerson,
+  expectUpstreamSchema,
+  expectUpstreamToolLoop,
+  expectWeatherArgs,
+  LANES,
+  type Lane,
+  PERSON,
+  useClientsRig,
+  WEATHER,
+} from '../../helpers/clients.js';
+
+const rig = useClientsRig();
+
+function modelFor(lane: Lane) {
+  const provider = createOpenAI({
+    baseURL: rig().gantry.baseURL,
+    apiKey: rig().gantry.key,
+    fetch: rig().fetch,
+  });
+  return lane.api === 'chat' ? provider.chat(lane.model) : provider.responses(lane.model);
+}
+
+/** The weather tool as the SDK declares it; records each input it is executed with. */
+function weatherTool(calls: unknown[]) {
+  return tool({
+    description: WEATHER.description,
+    inputSchema: z.object({ city: z.string().describe('The city name') }),
+    execute: async (input) => {
+      calls.push(input);
+      return WEATHER.result;
+    },
+  });
+}
+
+const personSchema = z.object({ name: z.string(), age: z.number() });
+
+describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
+  it('generateText runs the tool the model calls, then returns the final text', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptText(lane, WEATHER.finalText);
+    const executed: unknown[] = [];
+    const result = await generateText({
+      model: modelFor(lane),
+      tools: { [WEATHER.name]: weatherTool(executed) },
+      stopWhen: stepCountIs(3),
+      prompt: WEATHER.prompt,
+      maxRetries: 0,
+    });
+
+    expect(result.steps).toHaveLength(2);
+    const call = result.steps[0]?.toolCalls[0];
+    expect(call?.toolName).toBe(WEATHER.name);
+    expectWeatherArgs(lane, call?.input);
+    expect(executed).toEqual([call?.input]);
+    expect(result.steps[0]?.finishReason).toBe('tool-calls');
+    expectFinalWeatherText(lane, result.text);
+    expect(result.finishReason).toBe('stop');
+    expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('streamText streams the tool call, its result and the final text', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptText(lane, WEATHER.finalText);
+    const executed: unknown[] = [];
+    const result = streamText({
+      model: modelFor(lane),
+      tools: { [WEATHER.name]: weatherTool(executed) },
+      stopWhen: stepCountIs(3),
+      prompt: WEATHER.prompt,
+      maxRetries: 0,
+    });
+
+    const order: string[] = [];
+    let text = '';
+    const toolCalls: { toolName: string; input: unknown }[] = [];
+    const toolResults: unknown[] = [];
+    for await (const part of result.fullStream) {
+      if (part.type === 'error') throw part.error;
+      if (part.type === 'tool-call') {
+        order.push('tool-call');
+        toolCalls.push({ toolName: part.toolName, input: part.input });
+      } else if (part.type === 'tool-result') {
+        order.push('tool-result');
+        toolResults.push(part.output);
+      } else if (part.type === 'text-delta') {
+        if (order.at(-1) !== 'text') order.push('text');
+        text += part.text;
+      }
+    }
+
+    expect(order).toEqual(['tool-call', 'tool-result', 'text']);
+    expect(toolCalls).toHaveLength(1);
+    expect(toolCalls[0]?.toolName).toBe(WEATHER.name);
+    expectWeatherArgs(lane, toolCalls[0]?.input);
+    expect(toolResults).toEqual([WEATHER.result]);
+    expect(executed).toEqual([toolCalls[0]?.input]);
+    expectFinalWeatherText(lane, text);
+    expect(await result.text).toBe(text);
+    expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('generateObject returns an object of the zod schema', async () => {
+    rig().scriptObject(lane, PERSON.name, PERSON.value);
+    const result = await generateObject({
+      model: modelFor(lane),
+      schema: personSchema,
+      schemaName: PERSON.name,
+      prompt: PERSON.prompt,
+      maxRetries: 0,
+    });
+    expectPerson(lane, result.object);
+    expect(personSchema.safeParse(result.object).success).toBe(true);
+    expectUpstreamSchema(rig(), lane);
+  });
+});

@@ -1,0 +1,391 @@
+/**
+ * Shared setup of the real-client suites (test/e2e/clients/): one Gantry in front of every provider kind,
+ * the fakes that stand behind it, a neutral way to script what each kind answers, and a `fetch` that
+ * clients are given so every body and SSE event Gantry sends them is checked against OpenAI's schemas.
+ *
+ * Provider kinds and the API a client uses on each ("lanes"):
+ * - pass-through: an OpenAI-compatible upstream (the fake) on chat completions, relayed as it is;
+ * - bridged: the Responses API bridged by Gantry onto that upstream's chat completions;
+ * - anthropic: the Anthropic Messages API (the fake), on chat and on the Responses bridge;
+ * - local-chat: the built-in `gantry/local-chat`, on chat and on the Responses bridge.
+ *
+ * The fakes answer what a test scripts (one tool call, then the final text; or a JSON object); the
+ * local model decides for itself (README "The built-in local models"), so tests assert on what holds
+ * for every kind: the tool's name, arguments that match its schema, a final text built from the tool's
+ * result, an object that matches the schema. Where the kind is scripted the exact values are checked too.
+ */
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
+import { type FakeAnthropic, type FakeAnthropicBehavior, startFakeAnthropic } from './fake-anthropic.js';
+import { type FakeOpenAI, startFakeOpenAI } from './fake-openai.js';
+import { startGantry, type TestGantry } from './gantry.js';
+import { assertOpenAISchema } from './openapi.js';
+import { parseSse } from './sse-events.js';
+
+export type KindName = 'pass-through' | 'bridged' | 'anthropic' | 'local-chat';
+export type Api = 'chat' | 'responses';
+
+/** One provider kind reached through one API. */
+export interface Lane {
+  /** e.g. `anthropic via chat`: the test title's prefix. */
+  title: string;
+  kind: KindName;
+  api: Api;
+  /** The model id clients ask Gantry for. */
+  model: string;
+  /** true where a fake answers as scripted (exact values can be asserted); false for local-chat. */
+  scripted: boolean;
+}
+
+export const MODELS: Record<KindName, string> = {
+  'pass-through': 'fake/pass-through',
+  bridged: 'fake/bridged',
+  anthropic: 'anthropic/claude',
+  'local-chat': 'gantry/local-chat',
+};
+
+/** Every kind on every API that applies to it (pass-through chat; Responses bridged onto chat). */
+export const LANES: Lane[] = [
+  lane('pass-through', 'chat'),
+  lane('anthropic', 'chat'),
+  lane('local-chat', 'chat'),
+  lane('bridged', 'responses'),
+  lane('anthropic', 'responses'),
+  lane('local-chat', 'responses'),
+];
+
+export const CHAT_LANES = LANES.filter((l) => l.api === 'chat');
+export const RESPONSES_LANES = LANES.filter((l) => l.api === 'responses');
+
+function lane(kind: KindName, api: Api): Lane {
+  return {
+    title: `${kind} via ${api === 'chat' ? 'chat completions' : 'the Responses API'}`,
+    kind,
+    api,
+    model: MODELS[kind],
+    scripted: kind !== 'local-chat',
+  };
+}
+
+const ANTHROPIC_KEY = 'sk-ant-clients-0123456789';
+
+export interface ClientsRig {
+  gantry: TestGantry;
+  openai: FakeOpenAI;
+  anthropic: FakeAnthropic;
+  /** A fetch for clients: records every exchange with Gantry for `checkWire()`. */
+  fetch: typeof fetch;
+  /** Scripts the next answer of the lane's upstream: one call of tool `name` with `args`. No-op on local-chat. */
+  scriptToolCall(lane: Lane, name: string, args: Record<string, unknown>): void;
+  /** Scripts the next answer of the lane's upstream: the text `text`. No-op on local-chat. */
+  scriptText(lane: Lane, text: string): void;
+  /**
+   * Scripts a structured-output answer: `value` as JSON text (OpenAI-compatible upstreams), or, on
+   * Anthropic, the forced tool `name` called with `value` (Anthropic's documented way to get JSON).
+   */
+  scriptObject(lane: Lane, name: string, value: Record<string, unknown>): void;
+  /** Validates what Gantry sent the clients since the last call, against OpenAI's OpenAPI schemas. */
+  checkWire(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * The Anthropic fake's behaviour for a `tool_use` answer. The fake learns tool_use on the Anthropic
+ * adapter's branch (helper A): this is the one place that names its behaviour field.
+ */
+function anthropicToolUse(name: string, input: Record<string, unknown>): FakeAnthropicBehavior {
+  const behavior: FakeAnthropicBehavior & { toolUse?: { name: string; input: Record<string, unknown> }[] } = {
+    toolUse: [{ name, input }],
+  };
+  return behavior;
+}
+
+export async function startClientsRig(): Promise<ClientsRig> {
+  const openai = await startFakeOpenAI();
+  const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY });
+  // The Anthropic model sets no defaults.max_tokens: the clients send no output limit, and Gantry must
+  // fill one (issue 12) for Anthropic to take the call.
+  const gantry = await startGantry(
+    `
+providers:
+  upstream:
+    kind: openai
+    base_url: ${openai.url}
+    supports_responses: false
+  claude:
+    kind: anthropic
+    base_url: ${anthropic.url}
+    api_key_env: ANTHROPIC_KEY
+  local: { kind: local }
+tiers:
+  default: {}
+models:
+  - namespace: ${MODELS['pass-through']}
+    name: Pass-through chat
+    type: text
+    apis: [chat, responses]
+    routes: [{ provider: upstream, model: fake-model }]
+  - namespace: ${MODELS.bridged}
+    name: Bridged Responses
+    type: text
+    apis: [chat, responses]
+    routes: [{ provider: upstream, model: fake-model }]
+  - namespace: ${MODELS.anthropic}
+    name: Claude
+    type: text
+    apis: [chat, responses]
+    routes: [{ provider: claude, model: claude-upstream }]
+  - namespace: ${MODELS['local-chat']}
+    name: Local chat
+    type: text
+    apis: [chat, responses]
+    routes: [{ provider: local, model: local-chat }]
+    defaults: { temperature: 0.7, top_p: 0.95, max_tokens: 8192 }
+`,
+    { ANTHROPIC_KEY },
+  );
+
+  const exchanges: Exchange[] = [];
+  const recordingFetch: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    const url = input instanceof Request ? input.url : String(input);
+    exchanges.push({
+      path: new URL(url).pathname,
+      status: res.status,
+      contentType: res.headers.get('content-type') ?? '',
+      text: res.clone().text(),
+    });
+    return res;
+  };
+
+  return {
+    gantry,
+    openai,
+    anthropic,
+    fetch: recordingFetch,
+    scriptToolCall(l, name, args) {
+      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolUse(name, args));
+      else if (l.scripted) openai.enqueue({ toolCall: { name, arguments: JSON.stringify(args) } });
+    },
+    scriptText(l, text) {
+      if (l.kind === 'anthropic') anthropic.enqueue({ reply: text });
+      else if (l.scripted) openai.enqueue({ reply: text });
+    },
+    scriptObject(l, name, value) {
+      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolUse(name, value));
+      else if (l.scripted) openai.enqueue({ reply: JSON.stringify(value) });
+    },
+    async checkWire() {
+      const taken = exchanges.splice(0);
+      for (const ex of taken) await checkExchange(ex);
+    },
+    async close() {
+      await gantry.close();
+      await openai.close();
+      await anthropic.close();
+    },
+  };
+}
+
+/**
+ * Starts the rig for a suite file and, after each test, resets the fakes and validates what Gantry sent.
+ * Call at the top level of the file; use the returned getter inside tests.
+ */
+export function useClientsRig(): () => ClientsRig {
+  let rig: ClientsRig | undefined;
+  const get = (): ClientsRig => {
+    if (!rig) throw new Error('the clients rig is not started (beforeAll)');
+    return rig;
+  };
+  beforeAll(async () => {
+    rig = await startClientsRig();
+  });
+  afterEach(async () => {
+    if (!rig) return;
+    rig.openai.reset();
+    rig.anthropic.reset();
+    await rig.checkWire();
+  });
+  afterAll(async () => {
+    await rig?.close();
+  });
+  return get;
+}
+
+interface Exchange {
+  path: string;
+  status: number;
+  contentType: string;
+  text: Promise<string>;
+}
+
+/** The schema of a successful answer on each inference path, JSON and per SSE event. */
+const SCHEMAS: Record<string, { json: string; event: string }> = {
+  '/v1/chat/completions': {
+    json: 'CreateChatCompletionResponse',
+    event: 'CreateChatCompletionStreamResponse',
+  },
+  '/v1/responses': { json: 'Response', event: 'ResponseStreamEvent' },
+};
+
+async function checkExchange(ex: Exchange): Promise<void> {
+  const text = await ex.text;
+  const schemas = SCHEMAS[ex.path];
+  if (!schemas || ex.status !== 200) return;
+  if (!ex.contentType.startsWith('text/event-stream')) {
+    assertOpenAISchema(schemas.json, JSON.parse(text));
+    return;
+  }
+  const events = parseSse(text);
+  expect(events.length).toBeGreaterThan(0);
+  for (const event of events) {
+    if (event.data === '[DONE]') continue;
+    assertOpenAISchema(schemas.event, JSON.parse(event.data));
+  }
+}
+
+/** A weather tool every suite offers: its schema, the arguments the fakes are scripted with, its result. */
+export const WEATHER = {
+  name: 'get_weather',
+  description: 'The current weather in a city',
+  parameters: {
+    type: 'object',
+    properties: { city: { type: 'string', description: 'The city name' } },
+    required: ['city'],
+    additionalProperties: false,
+  },
+  args: { city: 'Paris' },
+  /** What the tool returns: distinctive, so the final answer can be seen to be built from it. */
+  result: 'sunny-21C',
+  /** What the scripted upstreams answer after the tool result. */
+  finalText: 'It is sunny and 21 degrees in Paris.',
+  prompt: 'What is the weather in Paris? Use get_weather.',
+} as const;
+
+/** The object the structured-output tests ask for. */
+export const PERSON = {
+  name: 'person',
+  value: { name: 'Ada Lovelace', age: 36 },
+  prompt: 'Ada Lovelace was 36. Extract the person.',
+} as const;
+
+/** The final text each lane must give after the weather tool ran. */
+export function expectFinalWeatherText(l: Lane, text: string): void {
+  if (l.scripted) expect(text).toBe(WEATHER.finalText);
+  else expect(text).toContain(WEATHER.result);
+}
+
+/** The arguments each lane must produce for the weather tool. */
+export function expectWeatherArgs(l: Lane, args: unknown): void {
+  if (l.scripted) {
+    expect(args).toEqual(WEATHER.args);
+  } else {
+    expect(args).toEqual({ city: expect.any(String) });
+  }
+}
+
+/** The object each lane must produce for PERSON. */
+export function expectPerson(l: Lane, value: unknown): void {
+  if (l.scripted) expect(value).toEqual(PERSON.value);
+  else expect(value).toEqual({ name: expect.any(String), age: expect.any(Number) });
+}
+
+/**
+ * What the lane's upstream received during a weather tool loop: the tool definition on the first call,
+ * and the tool's result (tied to the call) on the next. A scripted fake answers its tool call whatever it
+ * was sent, so without this a Gantry that dropped `tools` or the result would still pass. local-chat
+ * only calls a tool it was given, so its answer already proves it.
+ */
+export function expectUpstreamToolLoop(rig: ClientsRig, l: Lane): void {
+  if (l.kind === 'anthropic') {
+    const [first, second] = rig.anthropic.requests;
+    expect(first?.body?.tools).toEqual([
+      expect.objectContaining({
+        name: WEATHER.name,
+        input_schema: expect.objectContaining({
+          properties: { city: expect.objectContaining({ type: 'string' }) },
+        }),
+      }),
+    ]);
+    const messages = (second?.body?.messages ?? []) as { role: string; content: unknown }[];
+    const toolUse = messages
+      .flatMap((m) => (m.role === 'assistant' && Array.isArray(m.content) ? m.content : []))
+      .find((b: { type?: string }) => b.type === 'tool_use') as { id?: string; name?: string } | undefined;
+    expect(toolUse?.name).toBe(WEATHER.name);
+    const last = messages.at(-1);
+    expect(last?.role).toBe('user');
+    expect(last?.content).toEqual(
+      expect.arrayContaining([expect.objectContaining({ type: 'tool_result', tool_use_id: toolUse?.id })]),
+    );
+    expect(JSON.stringify(last?.content)).toContain(WEATHER.result);
+    return;
+  }
+  if (!l.scripted) return;
+  const [first, second] = rig.openai.requests;
+  expect(first?.body?.tools).toEqual([
+    expect.objectContaining({
+      type: 'function',
+      function: expect.objectContaining({
+        name: WEATHER.name,
+        parameters: expect.objectContaining({ type: 'object' }),
+      }),
+    }),
+  ]);
+  // The call goes back to the upstream under the id it gave it (the fake's ids are `call_fake<n>`).
+  const messages = (second?.body?.messages ?? []) as Record<string, unknown>[];
+  const assistant = messages.find((m) => m.role === 'assistant');
+  expect(assistant?.tool_calls).toEqual([
+    expect.objectContaining({
+      id: expect.stringMatching(/^call_fake\d+$/),
+      type: 'function',
+      function: { name: WEATHER.name, arguments: expect.any(String) },
+    }),
+  ]);
+  const callId = (assistant?.tool_calls as { id: string }[] | undefined)?.[0]?.id;
+  const toolMessage = messages.find((m) => m.role === 'tool');
+  expect(toolMessage?.tool_call_id).toBe(callId);
+  expect(JSON.stringify(toolMessage?.content)).toContain(WEATHER.result);
+}
+
+/**
+ * What the lane's upstream received for a structured-output call: the schema, as `response_format`
+ * json_schema (OpenAI-compatible), as a forced tool whose input_schema is the schema (Anthropic), or,
+ * with `via: 'tool'` (a client's function-calling method), as a forced function tool.
+ */
+export function expectUpstreamSchema(
+  rig: ClientsRig,
+  l: Lane,
+  via: 'response_format' | 'tool' = 'response_format',
+): void {
+  const personProperties = expect.objectContaining({
+    name: expect.objectContaining({ type: 'string' }),
+    age: expect.objectContaining({ type: expect.stringMatching(/^(number|integer)$/) }),
+  });
+  if (l.kind === 'anthropic') {
+    const body = rig.anthropic.requests[0]?.body;
+    expect(body?.tools).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ input_schema: expect.objectContaining({ properties: personProperties }) }),
+      ]),
+    );
+    expect(body?.tool_choice).toEqual(expect.objectContaining({ type: 'tool' }));
+    return;
+  }
+  if (!l.scripted) return;
+  const body = rig.openai.requests[0]?.body;
+  if (via === 'tool') {
+    expect(body?.tools).toEqual([
+      expect.objectContaining({
+        function: expect.objectContaining({
+          parameters: expect.objectContaining({ properties: personProperties }),
+        }),
+      }),
+    ]);
+    return;
+  }
+  expect(body?.response_format).toEqual({
+    type: 'json_schema',
+    json_schema: expect.objectContaining({
+      schema: expect.objectContaining({ properties: personProperties }),
+    }),
+  });
+}
