@@ -1,0 +1,124 @@
+/**
+ * LangChain JS (`@langchain/openai` ChatOpenAI) against Gantry, through every provider kind: bindTools
+ * (the tool call on the AIMessage, and the streamed tool-call chunks concatenated into the same call), a
+ * tool round trip (ToolMessage back, final text), and withStructuredOutput with a zod schema by both the
+ * json_schema and the function-calling methods. Chat lanes use chat completions, Responses lanes
+ * `useResponsesApi: true`.
+ */
+import { type AIMessageChunk, type BaseMessage, HumanMessage } from '@langchain/core/messages';
+import { tool } from '@langchain/core/tools';
+import { ChatOpenAI } from '@langchain/openai';
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  expectFinalWeatherText,
+  expectPerson,
+  expectUpstreamSchema,
+  expectUpstreamToolLoop,
+  expectWeatherArgs,
+  LANES,
+  type Lane,
+  PERSON,
+  useClientsRig,
+  WEATHER,
+} from '../../helpers/clients.js';
+
+const rig = useClientsRig();
+
+function chatModel(lane: Lane): ChatOpenAI {
+  return new ChatOpenAI({
+    model: lane.model,
+    apiKey: rig().gantry.key,
+    maxRetries: 0,
+    useResponsesApi: lane.api === 'responses',
+    configuration: { baseURL: rig().gantry.baseURL, fetch: rig().fetch },
+  });
+}
+
+const weather = tool(async () => WEATHER.result, {
+  name: WEATHER.name,
+  description: WEATHER.description,
+  schema: z.object({ city: z.string().describe('The city name') }),
+});
+
+const personSchema = z.object({ name: z.string(), age: z.number() });
+
+function textOf(message: BaseMessage): string {
+  return typeof message.content === 'string'
+    ? message.content
+    : message.content
+        .map((part) => ('text' in part && typeof part.text === 'string' ? part.text : ''))
+        .join('');
+}
+
+describe.each(LANES)('LangChain: $title', (lane) => {
+  it('bindTools: the AIMessage carries the tool call; its result gives the final text', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptText(lane, WEATHER.finalText);
+    const model = chatModel(lane).bindTools([weather]);
+    const history: BaseMessage[] = [new HumanMessage(WEATHER.prompt)];
+
+    const ai = await model.invoke(history);
+    expect(ai.tool_calls).toHaveLength(1);
+    const call = ai.tool_calls?.[0];
+    expect(call?.name).toBe(WEATHER.name);
+    expectWeatherArgs(lane, call?.args);
+    expect(call?.id).toEqual(expect.any(String));
+
+    history.push(ai);
+    if (!call) throw new Error('no tool call');
+    history.push(await weather.invoke(call));
+    const final = await model.invoke(history);
+    expect(final.tool_calls ?? []).toEqual([]);
+    expectFinalWeatherText(lane, textOf(final));
+    expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('bindTools streamed: the tool call chunks add up to the same call', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    const model = chatModel(lane).bindTools([weather]);
+    let merged: AIMessageChunk | undefined;
+    let chunks = 0;
+    for await (const chunk of await model.stream(WEATHER.prompt)) {
+      chunks++;
+      merged = merged ? merged.concat(chunk) : chunk;
+    }
+    expect(chunks).toBeGreaterThan(1);
+    expect(merged?.tool_calls).toHaveLength(1);
+    const call = merged?.tool_calls?.[0];
+    expect(call?.name).toBe(WEATHER.name);
+    expectWeatherArgs(lane, call?.args);
+    expect(call?.id).toEqual(expect.any(String));
+    // The pieces of the arguments, concatenated, are the JSON the call carries.
+    const pieces = merged?.tool_call_chunks ?? [];
+    expect(pieces).toHaveLength(1);
+    expect(JSON.parse(pieces[0]?.args ?? '')).toEqual(call?.args);
+    if (lane.kind !== 'local-chat') {
+      const upstream = lane.kind === 'anthropic' ? rig().anthropic.requests : rig().openai.requests;
+      expect(upstream[0]?.body?.stream).toBe(true);
+    }
+  });
+
+  it('withStructuredOutput (json_schema) returns an object of the zod schema', async () => {
+    rig().scriptObject(lane, PERSON.name, PERSON.value);
+    const model = chatModel(lane).withStructuredOutput(personSchema, {
+      name: PERSON.name,
+      method: 'jsonSchema',
+    });
+    const person = await model.invoke(PERSON.prompt);
+    expectPerson(lane, person);
+    expectUpstreamSchema(rig(), lane);
+  });
+
+  it('withStructuredOutput (function calling) returns an object of the zod schema', async () => {
+    // The function-calling method forces a tool named after the schema: every kind answers with a call.
+    rig().scriptToolCall(lane, PERSON.name, PERSON.value);
+    const model = chatModel(lane).withStructuredOutput(personSchema, {
+      name: PERSON.name,
+      method: 'functionCalling',
+    });
+    const person = await model.invoke(PERSON.prompt);
+    expectPerson(lane, person);
+    expectUpstreamSchema(rig(), lane, 'tool');
+  });
+});
