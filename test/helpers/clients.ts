@@ -245,10 +245,10 @@ async function checkExchange(ex: Exchange): Promise<void> {
 
 /** A weather tool every suite offers: its schema, the arguments the fakes are scripted with, its result. */
 export const WEATHER = {
-  name: 'get_weather',
+  name: 'get_weather' as const,
   description: 'The current weather in a city',
   parameters: {
-    type: 'object',
+    type: 'object' as const,
     properties: { city: { type: 'string', description: 'The city name' } },
     required: ['city'],
     additionalProperties: false,
@@ -259,14 +259,14 @@ export const WEATHER = {
   /** What the scripted upstreams answer after the tool result. */
   finalText: 'It is sunny and 21 degrees in Paris.',
   prompt: 'What is the weather in Paris? Use get_weather.',
-} as const;
+};
 
 /** The object the structured-output tests ask for. */
 export const PERSON = {
   name: 'person',
   value: { name: 'Ada Lovelace', age: 36 },
   prompt: 'Ada Lovelace was 36. Extract the person.',
-} as const;
+};
 
 /** The final text each lane must give after the weather tool ran. */
 export function expectFinalWeatherText(l: Lane, text: string): void {

@@ -1,0 +1,233 @@
+/**
+ * The official `openai` SDK's helpers against Gantry with tools, through every provider kind: on chat,
+ * the stream helper (`chat.completions.stream`: its argument events and `finalChatCompletion()`, which
+ * must equal the non-streamed answer) and `runTools` (the SDK's own tool loop, plain and streamed); on
+ * the Responses API, `responses.create` with function tools continued by `previous_response_id` and by
+ * the items themselves, and the `responses.stream` helper.
+ */
+import OpenAI from 'openai';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  CHAT_LANES,
+  expectFinalWeatherText,
+  expectUpstreamToolLoop,
+  expectWeatherArgs,
+  type Lane,
+  RESPONSES_LANES,
+  useClientsRig,
+  WEATHER,
+} from '../../helpers/clients.js';
+
+const rig = useClientsRig();
+let client: OpenAI;
+beforeAll(() => {
+  client = new OpenAI({
+    baseURL: rig().gantry.baseURL,
+    apiKey: rig().gantry.key,
+    maxRetries: 0,
+    fetch: rig().fetch,
+  });
+});
+
+const chatTools: OpenAI.ChatCompletionFunctionTool[] = [
+  {
+    type: 'function',
+    function: { name: WEATHER.name, description: WEATHER.description, parameters: WEATHER.parameters },
+  },
+];
+const responsesTools: OpenAI.Responses.FunctionTool[] = [
+  {
+    type: 'function',
+    name: WEATHER.name,
+    description: WEATHER.description,
+    parameters: WEATHER.parameters,
+    strict: true,
+  },
+];
+const userMessage = { role: 'user' as const, content: WEATHER.prompt };
+
+/** A chat message without what legitimately differs between two calls (the tool calls' ids). */
+function comparable(message: OpenAI.ChatCompletionMessage | undefined) {
+  return {
+    role: message?.role,
+    content: message?.content ?? null,
+    tool_calls: message?.tool_calls?.map((call) => ({
+      type: call.type,
+      function: call.type === 'function' ? call.function : undefined,
+      id: typeof call.id,
+    })),
+  };
+}
+
+function onlyFunctionCall(
+  output: OpenAI.Responses.ResponseOutputItem[],
+): OpenAI.Responses.ResponseFunctionToolCall {
+  const calls = output.filter((item) => item.type === 'function_call');
+  expect(calls).toHaveLength(1);
+  const call = calls[0];
+  if (call?.type !== 'function_call') throw new Error('no function_call output item');
+  return call;
+}
+
+describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
+  it('the stream helper reports the tool call and finalChatCompletion() equals the non-streamed answer', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    const plain = await client.chat.completions.create({
+      model: lane.model,
+      messages: [userMessage],
+      tools: chatTools,
+    });
+    expect(plain.choices[0]?.finish_reason).toBe('tool_calls');
+
+    const stream = client.chat.completions.stream({
+      model: lane.model,
+      messages: [userMessage],
+      tools: chatTools,
+    });
+    const argumentsDone: { name: string; index: number; arguments: string }[] = [];
+    stream.on('tool_calls.function.arguments.done', (event) => {
+      argumentsDone.push({ name: event.name, index: event.index, arguments: event.arguments });
+    });
+    const final = await stream.finalChatCompletion();
+
+    expect(final.choices).toHaveLength(1);
+    expect(final.choices[0]?.finish_reason).toBe('tool_calls');
+    expect(comparable(final.choices[0]?.message)).toEqual(comparable(plain.choices[0]?.message));
+    const call = final.choices[0]?.message.tool_calls?.[0];
+    if (call?.type !== 'function') throw new Error('no function tool call');
+    expect(call.function.name).toBe(WEATHER.name);
+    expectWeatherArgs(lane, JSON.parse(call.function.arguments));
+    // The helper's event carries the arguments as its deltas added up: the same as the final message's.
+    expect(argumentsDone).toEqual([{ name: WEATHER.name, index: 0, arguments: call.function.arguments }]);
+  });
+
+  it.each([false, true])(
+    'runTools (stream: %s) runs the tool and ends with the final text',
+    async (stream) => {
+      rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+      rig().scriptText(lane, WEATHER.finalText);
+      const executed: unknown[] = [];
+      const tools = [
+        {
+          type: 'function' as const,
+          function: {
+            name: WEATHER.name,
+            description: WEATHER.description,
+            parameters: WEATHER.parameters,
+            parse: (input: string) => JSON.parse(input) as { city: string },
+            function: (args: { city: string }) => {
+              executed.push(args);
+              return WEATHER.result;
+            },
+          },
+        },
+      ];
+      const runner = stream
+        ? client.chat.completions.runTools({
+            model: lane.model,
+            messages: [userMessage],
+            tools,
+            stream: true,
+          })
+        : client.chat.completions.runTools({ model: lane.model, messages: [userMessage], tools });
+      const content = await runner.finalContent();
+
+      expect(executed).toHaveLength(1);
+      expectWeatherArgs(lane, executed[0]);
+      expectFinalWeatherText(lane, content ?? '');
+      const roles = runner.messages.map((m) => m.role);
+      expect(roles).toEqual(['user', 'assistant', 'tool', 'assistant']);
+      expectUpstreamToolLoop(rig(), lane);
+    },
+  );
+});
+
+describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
+  it('responses.create with tools: a function_call, then the answer after previous_response_id', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptText(lane, WEATHER.finalText);
+    const first = await client.responses.create({
+      model: lane.model,
+      input: WEATHER.prompt,
+      tools: responsesTools,
+    });
+    expect(first.status).toBe('completed');
+    const call = onlyFunctionCall(first.output);
+    expect(call.name).toBe(WEATHER.name);
+    expect(call.call_id).toEqual(expect.any(String));
+    expectWeatherArgs(lane, JSON.parse(call.arguments));
+
+    const second = await client.responses.create({
+      model: lane.model,
+      previous_response_id: first.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: WEATHER.result }],
+      tools: responsesTools,
+    });
+    expect(second.output.filter((item) => item.type === 'function_call')).toEqual([]);
+    expectFinalWeatherText(lane, second.output_text);
+    expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('responses.create with tools continues from the items themselves (store: false)', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptText(lane, WEATHER.finalText);
+    const first = await client.responses.create({
+      model: lane.model,
+      input: [userMessage],
+      tools: responsesTools,
+      store: false,
+    });
+    const call = onlyFunctionCall(first.output);
+    const second = await client.responses.create({
+      model: lane.model,
+      input: [
+        userMessage,
+        { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments },
+        { type: 'function_call_output', call_id: call.call_id, output: WEATHER.result },
+      ],
+      tools: responsesTools,
+      store: false,
+    });
+    expectFinalWeatherText(lane, second.output_text);
+    expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('the responses.stream helper streams the function call, then the answer', async () => {
+    rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
+    rig().scriptText(lane, WEATHER.finalText);
+    const stream = client.responses.stream({
+      model: lane.model,
+      input: WEATHER.prompt,
+      tools: responsesTools,
+    });
+    let argumentDeltas = '';
+    const argumentsDone: string[] = [];
+    const added: string[] = [];
+    for await (const event of stream) {
+      if (event.type === 'response.output_item.added') added.push(event.item.type);
+      if (event.type === 'response.function_call_arguments.delta') argumentDeltas += event.delta;
+      if (event.type === 'response.function_call_arguments.done') argumentsDone.push(event.arguments);
+    }
+    const first = await stream.finalResponse();
+    const call = onlyFunctionCall(first.output);
+    expect(call.name).toBe(WEATHER.name);
+    expectWeatherArgs(lane, JSON.parse(call.arguments));
+    expect(added).toContain('function_call');
+    expect(argumentDeltas).toBe(call.arguments);
+    expect(argumentsDone).toEqual([call.arguments]);
+
+    const next = client.responses.stream({
+      model: lane.model,
+      previous_response_id: first.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: WEATHER.result }],
+      tools: responsesTools,
+    });
+    let text = '';
+    for await (const event of next) if (event.type === 'response.output_text.delta') text += event.delta;
+    const second = await next.finalResponse();
+    expect(second.output_text).toBe(text);
+    expectFinalWeatherText(lane, text);
+    expectUpstreamToolLoop(rig(), lane);
+  });
+});
