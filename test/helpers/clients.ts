@@ -80,22 +80,32 @@ export interface ClientsRig {
   scriptText(lane: Lane, text: string): void;
   /**
    * Scripts a structured-output answer: `value` as JSON text (OpenAI-compatible upstreams), or, on
-   * Anthropic, the forced tool `name` called with `value` (Anthropic's documented way to get JSON).
+   * Anthropic, the forced tool called with `value` (Anthropic's documented way to get JSON).
    */
-  scriptObject(lane: Lane, name: string, value: Record<string, unknown>): void;
+  scriptObject(lane: Lane, value: Record<string, unknown>): void;
   /** Validates what Gantry sent the clients since the last call, against OpenAI's OpenAPI schemas. */
   checkWire(): Promise<void>;
   close(): Promise<void>;
 }
 
 /**
- * The Anthropic fake's behaviour for a `tool_use` answer. The fake learns tool_use on the Anthropic
- * adapter's branch (helper A): this is the one place that names its behaviour field.
+ * The Anthropic fake's tool_use answers, as the fake on the Anthropic adapter's branch scripts them
+ * (helper A): `toolCalls` calls the given tools; `toolInput` is the input of the tool a forced
+ * tool_choice names (how structured output reaches Anthropic), whatever that tool is called. Typed
+ * loosely here so this file compiles before that fake is merged; this is the one place that names them.
  */
-function anthropicToolUse(name: string, input: Record<string, unknown>): FakeAnthropicBehavior {
-  const behavior: FakeAnthropicBehavior & { toolUse?: { name: string; input: Record<string, unknown> }[] } = {
-    toolUse: [{ name, input }],
-  };
+type AnthropicToolScript = FakeAnthropicBehavior & {
+  toolCalls?: { name: string; input: Record<string, unknown> }[];
+  toolInput?: Record<string, unknown>;
+};
+
+function anthropicToolCall(name: string, input: Record<string, unknown>): FakeAnthropicBehavior {
+  const behavior: AnthropicToolScript = { toolCalls: [{ name, input }] };
+  return behavior;
+}
+
+function anthropicForcedToolInput(input: Record<string, unknown>): FakeAnthropicBehavior {
+  const behavior: AnthropicToolScript = { toolInput: input };
   return behavior;
 }
 
@@ -163,15 +173,15 @@ models:
     anthropic,
     fetch: recordingFetch,
     scriptToolCall(l, name, args) {
-      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolUse(name, args));
+      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolCall(name, args));
       else if (l.scripted) openai.enqueue({ toolCall: { name, arguments: JSON.stringify(args) } });
     },
     scriptText(l, text) {
       if (l.kind === 'anthropic') anthropic.enqueue({ reply: text });
       else if (l.scripted) openai.enqueue({ reply: text });
     },
-    scriptObject(l, name, value) {
-      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolUse(name, value));
+    scriptObject(l, value) {
+      if (l.kind === 'anthropic') anthropic.enqueue(anthropicForcedToolInput(value));
       else if (l.scripted) openai.enqueue({ reply: JSON.stringify(value) });
     },
     async checkWire() {

@@ -112,7 +112,7 @@ describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
   });
 
   it('generateObject returns an object of the zod schema', async () => {
-    rig().scriptObject(lane, PERSON.name, PERSON.value);
+    rig().scriptObject(lane, PERSON.value);
     const result = await generateObject({
       model: modelFor(lane),
       schema: personSchema,

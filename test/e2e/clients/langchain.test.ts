@@ -100,7 +100,7 @@ describe.each(LANES)('LangChain: $title', (lane) => {
   });
 
   it('withStructuredOutput (json_schema) returns an object of the zod schema', async () => {
-    rig().scriptObject(lane, PERSON.name, PERSON.value);
+    rig().scriptObject(lane, PERSON.value);
     const model = chatModel(lane).withStructuredOutput(personSchema, {
       name: PERSON.name,
       method: 'jsonSchema',
