@@ -399,3 +399,16 @@ export function expectUpstreamSchema(
     }),
   });
 }
+
+/** A plain text exchange (no tools): what every kind takes today; the baseline of each lane. */
+export const PLAIN = {
+  prompt: 'Say hello to the gantry crane.',
+  /** What the scripted upstreams answer. */
+  reply: 'Hello, gantry crane! Nice to meet you.',
+};
+
+/** The text each lane must answer to PLAIN.prompt: the scripted reply, or local-chat's echo of the prompt. */
+export function expectPlainText(l: Lane, text: string): void {
+  if (l.scripted) expect(text).toBe(PLAIN.reply);
+  else expect(text).toContain(PLAIN.prompt);
+}

@@ -11,12 +11,14 @@ import { z } from 'zod';
 import {
   expectFinalWeatherText,
   expectPerson,
+  expectPlainText,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
   expectWeatherArgs,
   LANES,
   type Lane,
   PERSON,
+  PLAIN,
   useClientsRig,
   WEATHER,
 } from '../../helpers/clients.js';
@@ -47,6 +49,18 @@ function weatherTool(calls: unknown[]) {
 const personSchema = z.object({ name: z.string(), age: z.number() });
 
 describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
+  it('generateText and streamText answer plain text', async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    rig().scriptText(lane, PLAIN.reply);
+    const plain = await generateText({ model: modelFor(lane), prompt: PLAIN.prompt, maxRetries: 0 });
+    expectPlainText(lane, plain.text);
+    expect(plain.finishReason).toBe('stop');
+    const streamed = streamText({ model: modelFor(lane), prompt: PLAIN.prompt, maxRetries: 0 });
+    let text = '';
+    for await (const piece of streamed.textStream) text += piece;
+    expect(text).toBe(plain.text);
+  });
+
   it('generateText runs the tool the model calls, then returns the final text', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptText(lane, WEATHER.finalText);

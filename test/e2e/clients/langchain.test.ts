@@ -13,12 +13,14 @@ import { z } from 'zod';
 import {
   expectFinalWeatherText,
   expectPerson,
+  expectPlainText,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
   expectWeatherArgs,
   LANES,
   type Lane,
   PERSON,
+  PLAIN,
   useClientsRig,
   WEATHER,
 } from '../../helpers/clients.js';
@@ -52,6 +54,18 @@ function textOf(message: BaseMessage): string {
 }
 
 describe.each(LANES)('LangChain: $title', (lane) => {
+  it('invoke and stream answer plain text', async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    rig().scriptText(lane, PLAIN.reply);
+    const model = chatModel(lane);
+    const plain = textOf(await model.invoke(PLAIN.prompt));
+    expectPlainText(lane, plain);
+    let merged: AIMessageChunk | undefined;
+    for await (const chunk of await model.stream(PLAIN.prompt))
+      merged = merged ? merged.concat(chunk) : chunk;
+    expect(merged ? textOf(merged) : '').toBe(plain);
+  });
+
   it('bindTools: the AIMessage carries the tool call; its result gives the final text', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptText(lane, WEATHER.finalText);

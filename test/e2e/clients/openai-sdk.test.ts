@@ -10,9 +10,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import {
   CHAT_LANES,
   expectFinalWeatherText,
+  expectPlainText,
   expectUpstreamToolLoop,
   expectWeatherArgs,
   type Lane,
+  PLAIN,
   RESPONSES_LANES,
   useClientsRig,
   WEATHER,
@@ -70,6 +72,17 @@ function onlyFunctionCall(
 }
 
 describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
+  it('plain text: finalChatCompletion() of the stream helper equals the non-streamed answer', async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    rig().scriptText(lane, PLAIN.reply);
+    const messages = [{ role: 'user' as const, content: PLAIN.prompt }];
+    const plain = await client.chat.completions.create({ model: lane.model, messages });
+    expectPlainText(lane, plain.choices[0]?.message.content ?? '');
+    const final = await client.chat.completions.stream({ model: lane.model, messages }).finalChatCompletion();
+    expect(comparable(final.choices[0]?.message)).toEqual(comparable(plain.choices[0]?.message));
+    expect(final.choices[0]?.finish_reason).toBe('stop');
+  });
+
   it('the stream helper reports the tool call and finalChatCompletion() equals the non-streamed answer', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
@@ -144,6 +157,16 @@ describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
 });
 
 describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
+  it('plain text: the responses.stream helper gives what responses.create gives', async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    rig().scriptText(lane, PLAIN.reply);
+    const plain = await client.responses.create({ model: lane.model, input: PLAIN.prompt });
+    expectPlainText(lane, plain.output_text);
+    const final = await client.responses.stream({ model: lane.model, input: PLAIN.prompt }).finalResponse();
+    expect(final.output_text).toBe(plain.output_text);
+    expect(final.status).toBe('completed');
+  });
+
   it('responses.create with tools: a function_call, then the answer after previous_response_id', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptText(lane, WEATHER.finalText);
