@@ -16,7 +16,7 @@
  */
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { type FakeAnthropic, type FakeAnthropicBehavior, startFakeAnthropic } from './fake-anthropic.js';
-import { type FakeOpenAI, startFakeOpenAI } from './fake-openai.js';
+import { type FakeBehavior, type FakeOpenAI, startFakeOpenAI } from './fake-openai.js';
 import { startGantry, type TestGantry } from './gantry.js';
 import { assertOpenAISchema } from './openapi.js';
 import { parseSse } from './sse-events.js';
@@ -76,6 +76,8 @@ export interface ClientsRig {
   fetch: typeof fetch;
   /** Scripts the next answer of the lane's upstream: one call of tool `name` with `args`. No-op on local-chat. */
   scriptToolCall(lane: Lane, name: string, args: Record<string, unknown>): void;
+  /** Scripts the next answer of the lane's upstream: several tool calls at once (parallel). No-op on local-chat. */
+  scriptToolCalls(lane: Lane, calls: { name: string; args: Record<string, unknown> }[]): void;
   /** Scripts the next answer of the lane's upstream: the text `text`. No-op on local-chat. */
   scriptText(lane: Lane, text: string): void;
   /**
@@ -99,8 +101,19 @@ type AnthropicToolScript = FakeAnthropicBehavior & {
   toolInput?: Record<string, unknown>;
 };
 
-function anthropicToolCall(name: string, input: Record<string, unknown>): FakeAnthropicBehavior {
-  const behavior: AnthropicToolScript = { toolCalls: [{ name, input }] };
+function anthropicToolCalls(
+  calls: { name: string; input: Record<string, unknown> }[],
+): FakeAnthropicBehavior {
+  const behavior: AnthropicToolScript = { toolCalls: calls };
+  return behavior;
+}
+
+/**
+ * The OpenAI fake's parallel tool calls, as the fake on the Responses bridge's branch scripts them
+ * (helper B: `toolCalls`); typed loosely for the same reason as above.
+ */
+function openAIToolCalls(calls: { name: string; arguments: string }[]): FakeBehavior {
+  const behavior: FakeBehavior & { toolCalls?: { name: string; arguments: string }[] } = { toolCalls: calls };
   return behavior;
 }
 
@@ -173,8 +186,17 @@ models:
     anthropic,
     fetch: recordingFetch,
     scriptToolCall(l, name, args) {
-      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolCall(name, args));
+      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolCalls([{ name, input: args }]));
       else if (l.scripted) openai.enqueue({ toolCall: { name, arguments: JSON.stringify(args) } });
+    },
+    scriptToolCalls(l, calls) {
+      if (l.kind === 'anthropic') {
+        anthropic.enqueue(anthropicToolCalls(calls.map((c) => ({ name: c.name, input: c.args }))));
+      } else if (l.scripted) {
+        openai.enqueue(
+          openAIToolCalls(calls.map((c) => ({ name: c.name, arguments: JSON.stringify(c.args) }))),
+        );
+      }
     },
     scriptText(l, text) {
       if (l.kind === 'anthropic') anthropic.enqueue({ reply: text });
@@ -411,4 +433,78 @@ export const PLAIN = {
 export function expectPlainText(l: Lane, text: string): void {
   if (l.scripted) expect(text).toBe(PLAIN.reply);
   else expect(text).toContain(PLAIN.prompt);
+}
+
+/** A second tool, for parallel calls: the prompt names both tools, so every kind calls both at once. */
+export const CLOCK = {
+  name: 'get_time' as const,
+  description: 'The current local time in a time zone',
+  parameters: {
+    type: 'object' as const,
+    properties: { timezone: { type: 'string', description: 'An IANA time zone' } },
+    required: ['timezone'],
+    additionalProperties: false,
+  },
+  args: { timezone: 'Europe/Paris' },
+  result: 'time-14h05',
+};
+
+export const PARALLEL = {
+  prompt: 'What is the weather in Paris and the time there? Use get_weather and get_time.',
+  finalText: 'It is sunny and 21 degrees in Paris, and 14:05.',
+  calls: [
+    { name: WEATHER.name, args: WEATHER.args },
+    { name: CLOCK.name, args: CLOCK.args },
+  ],
+};
+
+/** The arguments each lane must produce for the clock tool. */
+export function expectClockArgs(l: Lane, args: unknown): void {
+  if (l.scripted) expect(args).toEqual(CLOCK.args);
+  else expect(args).toEqual({ timezone: expect.any(String) });
+}
+
+/** The final text after both tools ran: the scripted one, or local-chat's, which quotes both results. */
+export function expectFinalParallelText(l: Lane, text: string): void {
+  if (l.scripted) {
+    expect(text).toBe(PARALLEL.finalText);
+  } else {
+    expect(text).toContain(WEATHER.result);
+    expect(text).toContain(CLOCK.result);
+  }
+}
+
+/**
+ * The upstream's second request after parallel calls: both calls on the assistant turn and both results,
+ * each tied to its call (Anthropic: tool_result blocks in one user turn; chat: one tool message each).
+ */
+export function expectUpstreamParallelResults(rig: ClientsRig, l: Lane): void {
+  if (l.kind === 'anthropic') {
+    const messages = (rig.anthropic.requests[1]?.body?.messages ?? []) as {
+      role: string;
+      content: unknown;
+    }[];
+    const uses = messages
+      .flatMap((m) => (m.role === 'assistant' && Array.isArray(m.content) ? m.content : []))
+      .filter((b: { type?: string }) => b.type === 'tool_use') as { id: string; name: string }[];
+    expect(uses.map((u) => u.name)).toEqual([WEATHER.name, CLOCK.name]);
+    const results = (messages.at(-1)?.content ?? []) as { type: string; tool_use_id: string }[];
+    expect(results.filter((b) => b.type === 'tool_result').map((b) => b.tool_use_id)).toEqual(
+      uses.map((u) => u.id),
+    );
+    expect(JSON.stringify(results)).toContain(WEATHER.result);
+    expect(JSON.stringify(results)).toContain(CLOCK.result);
+    return;
+  }
+  if (!l.scripted) return;
+  const messages = (rig.openai.requests[1]?.body?.messages ?? []) as Record<string, unknown>[];
+  const calls = (messages.find((m) => m.role === 'assistant')?.tool_calls ?? []) as {
+    id: string;
+    function: { name: string };
+  }[];
+  expect(calls.map((c) => c.function.name)).toEqual([WEATHER.name, CLOCK.name]);
+  const tools = messages.filter((m) => m.role === 'tool');
+  expect(tools.map((m) => m.tool_call_id)).toEqual(calls.map((c) => c.id));
+  expect(JSON.stringify(tools)).toContain(WEATHER.result);
+  expect(JSON.stringify(tools)).toContain(CLOCK.result);
 }

@@ -9,14 +9,19 @@ import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai'
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  CLOCK,
+  expectClockArgs,
+  expectFinalParallelText,
   expectFinalWeatherText,
   expectPerson,
   expectPlainText,
+  expectUpstreamParallelResults,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
   expectWeatherArgs,
   LANES,
   type Lane,
+  PARALLEL,
   PERSON,
   PLAIN,
   useClientsRig,
@@ -42,6 +47,17 @@ function weatherTool(calls: unknown[]) {
     execute: async (input) => {
       calls.push(input);
       return WEATHER.result;
+    },
+  });
+}
+
+function clockTool(calls: unknown[]) {
+  return tool({
+    description: CLOCK.description,
+    inputSchema: z.object({ timezone: z.string().describe('An IANA time zone') }),
+    execute: async (input) => {
+      calls.push(input);
+      return CLOCK.result;
     },
   });
 }
@@ -123,6 +139,37 @@ describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
     expectFinalWeatherText(lane, text);
     expect(await result.text).toBe(text);
     expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('streamText with parallel tool calls runs both tools, then streams the final text', async () => {
+    rig().scriptToolCalls(lane, PARALLEL.calls);
+    rig().scriptText(lane, PARALLEL.finalText);
+    const weatherCalls: unknown[] = [];
+    const clockCalls: unknown[] = [];
+    const result = streamText({
+      model: modelFor(lane),
+      tools: { [WEATHER.name]: weatherTool(weatherCalls), [CLOCK.name]: clockTool(clockCalls) },
+      stopWhen: stepCountIs(3),
+      prompt: PARALLEL.prompt,
+      maxRetries: 0,
+    });
+    const calls: string[] = [];
+    const results: unknown[] = [];
+    let text = '';
+    for await (const part of result.fullStream) {
+      if (part.type === 'error') throw part.error;
+      if (part.type === 'tool-call') calls.push(part.toolName);
+      if (part.type === 'tool-result') results.push(part.output);
+      if (part.type === 'text-delta') text += part.text;
+    }
+    expect(calls).toEqual([WEATHER.name, CLOCK.name]);
+    expect([...results].sort()).toEqual([WEATHER.result, CLOCK.result].sort());
+    expect(weatherCalls).toHaveLength(1);
+    expect(clockCalls).toHaveLength(1);
+    expectWeatherArgs(lane, weatherCalls[0]);
+    expectClockArgs(lane, clockCalls[0]);
+    expectFinalParallelText(lane, text);
+    expectUpstreamParallelResults(rig(), lane);
   });
 
   it('generateObject returns an object of the zod schema', async () => {

@@ -11,6 +11,8 @@ import { ChatOpenAI } from '@langchain/openai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
+  CLOCK,
+  expectClockArgs,
   expectFinalWeatherText,
   expectPerson,
   expectPlainText,
@@ -19,6 +21,7 @@ import {
   expectWeatherArgs,
   LANES,
   type Lane,
+  PARALLEL,
   PERSON,
   PLAIN,
   useClientsRig,
@@ -41,6 +44,12 @@ const weather = tool(async () => WEATHER.result, {
   name: WEATHER.name,
   description: WEATHER.description,
   schema: z.object({ city: z.string().describe('The city name') }),
+});
+
+const clock = tool(async () => CLOCK.result, {
+  name: CLOCK.name,
+  description: CLOCK.description,
+  schema: z.object({ timezone: z.string().describe('An IANA time zone') }),
 });
 
 const personSchema = z.object({ name: z.string(), age: z.number() });
@@ -111,6 +120,20 @@ describe.each(LANES)('LangChain: $title', (lane) => {
       const upstream = lane.kind === 'anthropic' ? rig().anthropic.requests : rig().openai.requests;
       expect(upstream[0]?.body?.stream).toBe(true);
     }
+  });
+
+  it('bindTools streamed with parallel calls: each call gets its own index and arguments', async () => {
+    rig().scriptToolCalls(lane, PARALLEL.calls);
+    const model = chatModel(lane).bindTools([weather, clock]);
+    let merged: AIMessageChunk | undefined;
+    for await (const chunk of await model.stream(PARALLEL.prompt))
+      merged = merged ? merged.concat(chunk) : chunk;
+    const calls = merged?.tool_calls ?? [];
+    expect(calls.map((c) => c.name)).toEqual([WEATHER.name, CLOCK.name]);
+    expectWeatherArgs(lane, calls[0]?.args);
+    expectClockArgs(lane, calls[1]?.args);
+    expect(new Set(calls.map((c) => c.id)).size).toBe(2);
+    expect((merged?.tool_call_chunks ?? []).map((c) => c.index)).toEqual([0, 1]);
   });
 
   it('withStructuredOutput (json_schema) returns an object of the zod schema', async () => {

@@ -9,11 +9,16 @@ import OpenAI from 'openai';
 import { beforeAll, describe, expect, it } from 'vitest';
 import {
   CHAT_LANES,
+  CLOCK,
+  expectClockArgs,
+  expectFinalParallelText,
   expectFinalWeatherText,
   expectPlainText,
+  expectUpstreamParallelResults,
   expectUpstreamToolLoop,
   expectWeatherArgs,
   type Lane,
+  PARALLEL,
   PLAIN,
   RESPONSES_LANES,
   useClientsRig,
@@ -37,12 +42,29 @@ const chatTools: OpenAI.ChatCompletionFunctionTool[] = [
     function: { name: WEATHER.name, description: WEATHER.description, parameters: WEATHER.parameters },
   },
 ];
+const parallelChatTools: OpenAI.ChatCompletionFunctionTool[] = [
+  ...chatTools,
+  {
+    type: 'function',
+    function: { name: CLOCK.name, description: CLOCK.description, parameters: CLOCK.parameters },
+  },
+];
 const responsesTools: OpenAI.Responses.FunctionTool[] = [
   {
     type: 'function',
     name: WEATHER.name,
     description: WEATHER.description,
     parameters: WEATHER.parameters,
+    strict: true,
+  },
+];
+const parallelResponsesTools: OpenAI.Responses.FunctionTool[] = [
+  ...responsesTools,
+  {
+    type: 'function',
+    name: CLOCK.name,
+    description: CLOCK.description,
+    parameters: CLOCK.parameters,
     strict: true,
   },
 ];
@@ -113,6 +135,36 @@ describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
     expectWeatherArgs(lane, JSON.parse(call.function.arguments));
     // The helper's event carries the arguments as its deltas added up: the same as the final message's.
     expect(argumentsDone).toEqual([{ name: WEATHER.name, index: 0, arguments: call.function.arguments }]);
+  });
+
+  it('the stream helper with parallel tool calls gives the non-streamed message', async () => {
+    rig().scriptToolCalls(lane, PARALLEL.calls);
+    rig().scriptToolCalls(lane, PARALLEL.calls);
+    const messages = [{ role: 'user' as const, content: PARALLEL.prompt }];
+    const plain = await client.chat.completions.create({
+      model: lane.model,
+      messages,
+      tools: parallelChatTools,
+    });
+    const stream = client.chat.completions.stream({ model: lane.model, messages, tools: parallelChatTools });
+    const done: { name: string; index: number }[] = [];
+    stream.on('tool_calls.function.arguments.done', (event) =>
+      done.push({ name: event.name, index: event.index }),
+    );
+    const final = await stream.finalChatCompletion();
+
+    expect(comparable(final.choices[0]?.message)).toEqual(comparable(plain.choices[0]?.message));
+    const calls = (final.choices[0]?.message.tool_calls ?? []).flatMap((c) =>
+      c.type === 'function' ? [c] : [],
+    );
+    expect(calls.map((c) => c.function.name)).toEqual([WEATHER.name, CLOCK.name]);
+    expectWeatherArgs(lane, JSON.parse(calls[0]?.function.arguments ?? ''));
+    expectClockArgs(lane, JSON.parse(calls[1]?.function.arguments ?? ''));
+    expect(new Set(calls.map((c) => c.id)).size).toBe(2);
+    expect(done).toEqual([
+      { name: WEATHER.name, index: 0 },
+      { name: CLOCK.name, index: 1 },
+    ]);
   });
 
   it.each([false, true])(
@@ -214,6 +266,35 @@ describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
     });
     expectFinalWeatherText(lane, second.output_text);
     expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('responses.create with parallel function calls, answered together after previous_response_id', async () => {
+    rig().scriptToolCalls(lane, PARALLEL.calls);
+    rig().scriptText(lane, PARALLEL.finalText);
+    const first = await client.responses.create({
+      model: lane.model,
+      input: PARALLEL.prompt,
+      tools: parallelResponsesTools,
+    });
+    const calls = first.output.flatMap((item) => (item.type === 'function_call' ? [item] : []));
+    expect(calls.map((c) => c.name)).toEqual([WEATHER.name, CLOCK.name]);
+    expectWeatherArgs(lane, JSON.parse(calls[0]?.arguments ?? ''));
+    expectClockArgs(lane, JSON.parse(calls[1]?.arguments ?? ''));
+    expect(new Set(calls.map((c) => c.call_id)).size).toBe(2);
+
+    const results = [WEATHER.result, CLOCK.result];
+    const second = await client.responses.create({
+      model: lane.model,
+      previous_response_id: first.id,
+      input: calls.map((c, i) => ({
+        type: 'function_call_output' as const,
+        call_id: c.call_id,
+        output: results[i] ?? '',
+      })),
+      tools: parallelResponsesTools,
+    });
+    expectFinalParallelText(lane, second.output_text);
+    expectUpstreamParallelResults(rig(), lane);
   });
 
   it('the responses.stream helper streams the function call, then the answer', async () => {
