@@ -5,7 +5,7 @@
  * `provider.responses(model)`.
  */
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai';
+import { generateObject, generateText, stepCountIs, streamObject, streamText, tool } from 'ai';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -183,6 +183,23 @@ describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
     });
     expectPerson(lane, result.object);
     expect(personSchema.safeParse(result.object).success).toBe(true);
+    expectUpstreamSchema(rig(), lane);
+  });
+
+  it('streamObject streams partial objects up to one of the zod schema', async () => {
+    rig().scriptObject(lane, PERSON.value);
+    const result = streamObject({
+      model: modelFor(lane),
+      schema: personSchema,
+      schemaName: PERSON.name,
+      prompt: PERSON.prompt,
+      maxRetries: 0,
+    });
+    let partials = 0;
+    for await (const _partial of result.partialObjectStream) partials++;
+    const object = await result.object;
+    expect(partials).toBeGreaterThan(0);
+    expectPerson(lane, object);
     expectUpstreamSchema(rig(), lane);
   });
 });
