@@ -145,21 +145,25 @@ models:
   - namespace: ${MODELS['pass-through']}
     name: Pass-through chat
     type: text
+    capabilities: [text-to-text, image-to-text]
     apis: [chat, responses]
     routes: [{ provider: upstream, model: fake-model }]
   - namespace: ${MODELS.bridged}
     name: Bridged Responses
     type: text
+    capabilities: [text-to-text, image-to-text]
     apis: [chat, responses]
     routes: [{ provider: upstream, model: fake-model }]
   - namespace: ${MODELS.anthropic}
     name: Claude
     type: text
+    capabilities: [text-to-text, image-to-text]
     apis: [chat, responses]
     routes: [{ provider: claude, model: claude-upstream }]
   - namespace: ${MODELS['local-chat']}
     name: Local chat
     type: text
+    capabilities: [text-to-text, image-to-text]
     apis: [chat, responses]
     routes: [{ provider: local, model: local-chat }]
     defaults: { temperature: 0.7, top_p: 0.95, max_tokens: 8192 }
@@ -507,4 +511,45 @@ export function expectUpstreamParallelResults(rig: ClientsRig, l: Lane): void {
   expect(tools.map((m) => m.tool_call_id)).toEqual(calls.map((c) => c.id));
   expect(JSON.stringify(tools)).toContain(WEATHER.result);
   expect(JSON.stringify(tools)).toContain(CLOCK.result);
+}
+
+/** A user turn with an image: a 1x1 PNG as a data: URI (nothing is fetched). */
+export const IMAGE = {
+  prompt: 'What is in this picture?',
+  mediaType: 'image/png',
+  base64: 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+  get dataUrl(): string {
+    return `data:${this.mediaType};base64,${this.base64}`;
+  },
+  /** What the scripted upstreams answer. */
+  reply: 'A single pixel.',
+};
+
+/** The answer to IMAGE: the scripted reply, or local-chat's count of the images it received (one). */
+export function expectImageReply(l: Lane, text: string): void {
+  if (l.scripted) expect(text).toBe(IMAGE.reply);
+  else expect(text).toContain('Images received: 1');
+}
+
+/** The image reached the upstream: an image_url part (OpenAI-compatible) or a base64 image block (Anthropic). */
+export function expectUpstreamImage(rig: ClientsRig, l: Lane): void {
+  if (l.kind === 'anthropic') {
+    const messages = (rig.anthropic.requests[0]?.body?.messages ?? []) as { content: unknown }[];
+    expect(messages.at(-1)?.content).toEqual(
+      expect.arrayContaining([
+        { type: 'image', source: { type: 'base64', media_type: IMAGE.mediaType, data: IMAGE.base64 } },
+      ]),
+    );
+    return;
+  }
+  if (!l.scripted) return;
+  const messages = (rig.openai.requests[0]?.body?.messages ?? []) as { content: unknown }[];
+  expect(messages.at(-1)?.content).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({
+        type: 'image_url',
+        image_url: expect.objectContaining({ url: IMAGE.dataUrl }),
+      }),
+    ]),
+  );
 }

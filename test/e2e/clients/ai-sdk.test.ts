@@ -13,12 +13,15 @@ import {
   expectClockArgs,
   expectFinalParallelText,
   expectFinalWeatherText,
+  expectImageReply,
   expectPerson,
   expectPlainText,
+  expectUpstreamImage,
   expectUpstreamParallelResults,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
   expectWeatherArgs,
+  IMAGE,
   LANES,
   type Lane,
   PARALLEL,
@@ -201,5 +204,24 @@ describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
     expect(partials).toBeGreaterThan(0);
     expectPerson(lane, object);
     expectUpstreamSchema(rig(), lane);
+  });
+
+  it('generateText sends an image part', async () => {
+    rig().scriptText(lane, IMAGE.reply);
+    const result = await generateText({
+      model: modelFor(lane),
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: IMAGE.prompt },
+            { type: 'image', image: Buffer.from(IMAGE.base64, 'base64'), mediaType: IMAGE.mediaType },
+          ],
+        },
+      ],
+      maxRetries: 0,
+    });
+    expectImageReply(lane, result.text);
+    expectUpstreamImage(rig(), lane);
   });
 });

@@ -14,11 +14,14 @@ import {
   CLOCK,
   expectClockArgs,
   expectFinalWeatherText,
+  expectImageReply,
   expectPerson,
   expectPlainText,
+  expectUpstreamImage,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
   expectWeatherArgs,
+  IMAGE,
   LANES,
   type Lane,
   PARALLEL,
@@ -157,5 +160,18 @@ describe.each(LANES)('LangChain: $title', (lane) => {
     const person = await model.invoke(PERSON.prompt);
     expectPerson(lane, person);
     expectUpstreamSchema(rig(), lane, 'tool');
+  });
+
+  it('invoke sends an image_url part', async () => {
+    rig().scriptText(lane, IMAGE.reply);
+    const message = new HumanMessage({
+      content: [
+        { type: 'text', text: IMAGE.prompt },
+        { type: 'image_url', image_url: { url: IMAGE.dataUrl } },
+      ],
+    });
+    const answer = await chatModel(lane).invoke([message]);
+    expectImageReply(lane, textOf(answer));
+    expectUpstreamImage(rig(), lane);
   });
 });

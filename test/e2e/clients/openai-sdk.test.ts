@@ -13,10 +13,13 @@ import {
   expectClockArgs,
   expectFinalParallelText,
   expectFinalWeatherText,
+  expectImageReply,
   expectPlainText,
+  expectUpstreamImage,
   expectUpstreamParallelResults,
   expectUpstreamToolLoop,
   expectWeatherArgs,
+  IMAGE,
   type Lane,
   PARALLEL,
   PLAIN,
@@ -135,6 +138,24 @@ describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
     expectWeatherArgs(lane, JSON.parse(call.function.arguments));
     // The helper's event carries the arguments as its deltas added up: the same as the final message's.
     expect(argumentsDone).toEqual([{ name: WEATHER.name, index: 0, arguments: call.function.arguments }]);
+  });
+
+  it('an image_url part (data: URI) in the user message', async () => {
+    rig().scriptText(lane, IMAGE.reply);
+    const completion = await client.chat.completions.create({
+      model: lane.model,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: IMAGE.prompt },
+            { type: 'image_url', image_url: { url: IMAGE.dataUrl } },
+          ],
+        },
+      ],
+    });
+    expectImageReply(lane, completion.choices[0]?.message.content ?? '');
+    expectUpstreamImage(rig(), lane);
   });
 
   it('the stream helper with parallel tool calls gives the non-streamed message', async () => {
@@ -266,6 +287,24 @@ describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
     });
     expectFinalWeatherText(lane, second.output_text);
     expectUpstreamToolLoop(rig(), lane);
+  });
+
+  it('an input_image (data: URI) in the input', async () => {
+    rig().scriptText(lane, IMAGE.reply);
+    const response = await client.responses.create({
+      model: lane.model,
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: IMAGE.prompt },
+            { type: 'input_image', image_url: IMAGE.dataUrl, detail: 'auto' },
+          ],
+        },
+      ],
+    });
+    expectImageReply(lane, response.output_text);
+    expectUpstreamImage(rig(), lane);
   });
 
   it('responses.create with parallel function calls, answered together after previous_response_id', async () => {
