@@ -179,7 +179,11 @@ models:
       path: new URL(url).pathname,
       status: res.status,
       contentType: res.headers.get('content-type') ?? '',
-      text: res.clone().text(),
+      // undefined when the body could not be read to its end (the client left early): nothing to check.
+      text: res
+        .clone()
+        .text()
+        .catch(() => undefined),
     });
     return res;
   };
@@ -251,7 +255,7 @@ interface Exchange {
   path: string;
   status: number;
   contentType: string;
-  text: Promise<string>;
+  text: Promise<string | undefined>;
 }
 
 /** The schema of a successful answer on each inference path, JSON and per SSE event. */
@@ -266,7 +270,7 @@ const SCHEMAS: Record<string, { json: string; event: string }> = {
 async function checkExchange(ex: Exchange): Promise<void> {
   const text = await ex.text;
   const schemas = SCHEMAS[ex.path];
-  if (!schemas || ex.status !== 200) return;
+  if (!schemas || ex.status !== 200 || text === undefined) return;
   if (!ex.contentType.startsWith('text/event-stream')) {
     assertOpenAISchema(schemas.json, JSON.parse(text));
     return;
