@@ -26,7 +26,7 @@ export type Api = 'chat' | 'responses';
 
 /** One provider kind reached through one API. */
 export interface Lane {
-  /** e.g. `anthropic via chat`: the test title's prefix. */
+  /** e.g. `anthropic via chat completions`: names the lane in test titles. */
   title: string;
   kind: KindName;
   api: Api;
@@ -108,17 +108,17 @@ function anthropicToolCalls(
   return behavior;
 }
 
+function anthropicForcedToolInput(input: Record<string, unknown>): FakeAnthropicBehavior {
+  const behavior: AnthropicToolScript = { toolInput: input };
+  return behavior;
+}
+
 /**
  * The OpenAI fake's parallel tool calls, as the fake on the Responses bridge's branch scripts them
  * (helper B: `toolCalls`); typed loosely for the same reason as above.
  */
 function openAIToolCalls(calls: { name: string; arguments: string }[]): FakeBehavior {
   const behavior: FakeBehavior & { toolCalls?: { name: string; arguments: string }[] } = { toolCalls: calls };
-  return behavior;
-}
-
-function anthropicForcedToolInput(input: Record<string, unknown>): FakeAnthropicBehavior {
-  const behavior: AnthropicToolScript = { toolInput: input };
   return behavior;
 }
 
