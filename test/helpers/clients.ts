@@ -21,7 +21,7 @@ import { startGantry, type TestGantry } from './gantry.js';
 import { assertOpenAISchema } from './openapi.js';
 import { parseSse } from './sse-events.js';
 
-export type KindName = 'pass-through' | 'bridged' | 'anthropic' | 'local-chat';
+export type KindName = 'pass-through' | 'bridged' | 'anthropic' | 'local-chat' | 'responses-pass-through';
 export type Api = 'chat' | 'responses';
 
 /** One provider kind reached through one API. */
@@ -41,6 +41,7 @@ export const MODELS: Record<KindName, string> = {
   bridged: 'fake/bridged',
   anthropic: 'anthropic/claude',
   'local-chat': 'gantry/local-chat',
+  'responses-pass-through': 'fake/responses',
 };
 
 /** Every kind on every API that applies to it (pass-through chat; Responses bridged onto chat). */
@@ -52,6 +53,15 @@ export const LANES: Lane[] = [
   lane('anthropic', 'responses'),
   lane('local-chat', 'responses'),
 ];
+
+/**
+ * The Responses API passed through to an upstream that speaks it (`supports_responses: true`). Only in
+ * the plain-text tests: the fake's own Responses API answers text, never function calls.
+ */
+export const RESPONSES_PASS_THROUGH: Lane = lane('responses-pass-through', 'responses');
+
+/** The lanes of the plain-text baseline: every lane, and the Responses API passed through. */
+export const PLAIN_LANES: Lane[] = [...LANES, RESPONSES_PASS_THROUGH];
 
 export const CHAT_LANES = LANES.filter((l) => l.api === 'chat');
 export const RESPONSES_LANES = LANES.filter((l) => l.api === 'responses');
@@ -134,6 +144,10 @@ providers:
     kind: openai
     base_url: ${openai.url}
     supports_responses: false
+  upstream-responses:
+    kind: openai
+    base_url: ${openai.url}
+    supports_responses: true
   claude:
     kind: anthropic
     base_url: ${anthropic.url}
@@ -154,6 +168,12 @@ models:
     capabilities: [text-to-text, image-to-text]
     apis: [chat, responses]
     routes: [{ provider: upstream, model: fake-model }]
+  - namespace: ${MODELS['responses-pass-through']}
+    name: Responses passed through
+    type: text
+    capabilities: [text-to-text, image-to-text]
+    apis: [chat, responses]
+    routes: [{ provider: upstream-responses, model: fake-model }]
   - namespace: ${MODELS.anthropic}
     name: Claude
     type: text
@@ -556,4 +576,21 @@ export function expectUpstreamImage(rig: ClientsRig, l: Lane): void {
       }),
     ]),
   );
+}
+
+/**
+ * The upstream API the lane's calls reached: Responses passed through stays on /v1/responses, bridged
+ * Responses and chat go to /v1/chat/completions (OpenAI-compatible), Anthropic gets /v1/messages.
+ */
+export function expectUpstreamApi(rig: ClientsRig, l: Lane): void {
+  if (l.kind === 'local-chat') return;
+  const requests = l.kind === 'anthropic' ? rig.anthropic.requests : rig.openai.requests;
+  const expected =
+    l.kind === 'anthropic'
+      ? '/v1/messages'
+      : l.kind === 'responses-pass-through'
+        ? '/v1/responses'
+        : '/v1/chat/completions';
+  expect(requests.length).toBeGreaterThan(0);
+  expect(requests.map((r) => r.path)).toEqual(requests.map(() => expected));
 }

@@ -16,6 +16,7 @@ import {
   expectImageReply,
   expectPerson,
   expectPlainText,
+  expectUpstreamApi,
   expectUpstreamImage,
   expectUpstreamParallelResults,
   expectUpstreamSchema,
@@ -27,6 +28,7 @@ import {
   PARALLEL,
   PERSON,
   PLAIN,
+  PLAIN_LANES,
   useClientsRig,
   WEATHER,
 } from '../../helpers/clients.js';
@@ -68,18 +70,6 @@ function clockTool(calls: unknown[]) {
 const personSchema = z.object({ name: z.string(), age: z.number() });
 
 describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
-  it('generateText and streamText answer plain text', async () => {
-    rig().scriptText(lane, PLAIN.reply);
-    rig().scriptText(lane, PLAIN.reply);
-    const plain = await generateText({ model: modelFor(lane), prompt: PLAIN.prompt, maxRetries: 0 });
-    expectPlainText(lane, plain.text);
-    expect(plain.finishReason).toBe('stop');
-    const streamed = streamText({ model: modelFor(lane), prompt: PLAIN.prompt, maxRetries: 0 });
-    let text = '';
-    for await (const piece of streamed.textStream) text += piece;
-    expect(text).toBe(plain.text);
-  });
-
   it('generateText runs the tool the model calls, then returns the final text', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptText(lane, WEATHER.finalText);
@@ -223,5 +213,20 @@ describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
     });
     expectImageReply(lane, result.text);
     expectUpstreamImage(rig(), lane);
+  });
+});
+
+describe.each(PLAIN_LANES)('Vercel AI SDK, plain text: $title', (lane) => {
+  it('generateText and streamText answer plain text', async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    rig().scriptText(lane, PLAIN.reply);
+    const plain = await generateText({ model: modelFor(lane), prompt: PLAIN.prompt, maxRetries: 0 });
+    expectPlainText(lane, plain.text);
+    expect(plain.finishReason).toBe('stop');
+    const streamed = streamText({ model: modelFor(lane), prompt: PLAIN.prompt, maxRetries: 0 });
+    let text = '';
+    for await (const piece of streamed.textStream) text += piece;
+    expect(text).toBe(plain.text);
+    expectUpstreamApi(rig(), lane);
   });
 });

@@ -17,6 +17,7 @@ import {
   expectImageReply,
   expectPerson,
   expectPlainText,
+  expectUpstreamApi,
   expectUpstreamImage,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
@@ -27,6 +28,7 @@ import {
   PARALLEL,
   PERSON,
   PLAIN,
+  PLAIN_LANES,
   useClientsRig,
   WEATHER,
 } from '../../helpers/clients.js';
@@ -66,18 +68,6 @@ function textOf(message: BaseMessage): string {
 }
 
 describe.each(LANES)('LangChain: $title', (lane) => {
-  it('invoke and stream answer plain text', async () => {
-    rig().scriptText(lane, PLAIN.reply);
-    rig().scriptText(lane, PLAIN.reply);
-    const model = chatModel(lane);
-    const plain = textOf(await model.invoke(PLAIN.prompt));
-    expectPlainText(lane, plain);
-    let merged: AIMessageChunk | undefined;
-    for await (const chunk of await model.stream(PLAIN.prompt))
-      merged = merged ? merged.concat(chunk) : chunk;
-    expect(merged ? textOf(merged) : '').toBe(plain);
-  });
-
   it('bindTools: the AIMessage carries the tool call; its result gives the final text', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptText(lane, WEATHER.finalText);
@@ -173,5 +163,20 @@ describe.each(LANES)('LangChain: $title', (lane) => {
     const answer = await chatModel(lane).invoke([message]);
     expectImageReply(lane, textOf(answer));
     expectUpstreamImage(rig(), lane);
+  });
+});
+
+describe.each(PLAIN_LANES)('LangChain, plain text: $title', (lane) => {
+  it('invoke and stream answer plain text', async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    rig().scriptText(lane, PLAIN.reply);
+    const model = chatModel(lane);
+    const plain = textOf(await model.invoke(PLAIN.prompt));
+    expectPlainText(lane, plain);
+    let merged: AIMessageChunk | undefined;
+    for await (const chunk of await model.stream(PLAIN.prompt))
+      merged = merged ? merged.concat(chunk) : chunk;
+    expect(merged ? textOf(merged) : '').toBe(plain);
+    expectUpstreamApi(rig(), lane);
   });
 });

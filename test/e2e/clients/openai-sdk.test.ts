@@ -15,6 +15,7 @@ import {
   expectFinalWeatherText,
   expectImageReply,
   expectPlainText,
+  expectUpstreamApi,
   expectUpstreamImage,
   expectUpstreamParallelResults,
   expectUpstreamToolLoop,
@@ -24,6 +25,7 @@ import {
   PARALLEL,
   PLAIN,
   RESPONSES_LANES,
+  RESPONSES_PASS_THROUGH,
   useClientsRig,
   WEATHER,
 } from '../../helpers/clients.js';
@@ -106,6 +108,7 @@ describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
     const final = await client.chat.completions.stream({ model: lane.model, messages }).finalChatCompletion();
     expect(comparable(final.choices[0]?.message)).toEqual(comparable(plain.choices[0]?.message));
     expect(final.choices[0]?.finish_reason).toBe('stop');
+    expectUpstreamApi(rig(), lane);
   });
 
   it('the stream helper reports the tool call and finalChatCompletion() equals the non-streamed answer', async () => {
@@ -230,16 +233,6 @@ describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
 });
 
 describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
-  it('plain text: the responses.stream helper gives what responses.create gives', async () => {
-    rig().scriptText(lane, PLAIN.reply);
-    rig().scriptText(lane, PLAIN.reply);
-    const plain = await client.responses.create({ model: lane.model, input: PLAIN.prompt });
-    expectPlainText(lane, plain.output_text);
-    const final = await client.responses.stream({ model: lane.model, input: PLAIN.prompt }).finalResponse();
-    expect(final.output_text).toBe(plain.output_text);
-    expect(final.status).toBe('completed');
-  });
-
   it('responses.create with tools: a function_call, then the answer after previous_response_id', async () => {
     rig().scriptToolCall(lane, WEATHER.name, WEATHER.args);
     rig().scriptText(lane, WEATHER.finalText);
@@ -374,3 +367,19 @@ describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
     expectUpstreamToolLoop(rig(), lane);
   });
 });
+
+describe.each([...RESPONSES_LANES, RESPONSES_PASS_THROUGH])(
+  'openai SDK, plain text: $title',
+  (lane: Lane) => {
+    it('plain text: the responses.stream helper gives what responses.create gives', async () => {
+      rig().scriptText(lane, PLAIN.reply);
+      rig().scriptText(lane, PLAIN.reply);
+      const plain = await client.responses.create({ model: lane.model, input: PLAIN.prompt });
+      expectPlainText(lane, plain.output_text);
+      const final = await client.responses.stream({ model: lane.model, input: PLAIN.prompt }).finalResponse();
+      expect(final.output_text).toBe(plain.output_text);
+      expect(final.status).toBe('completed');
+      expectUpstreamApi(rig(), lane);
+    });
+  },
+);
