@@ -594,3 +594,24 @@ export function expectUpstreamApi(rig: ClientsRig, l: Lane): void {
   expect(requests.length).toBeGreaterThan(0);
   expect(requests.map((r) => r.path)).toEqual(requests.map(() => expected));
 }
+
+/**
+ * The tool_choice the lane's upstream received: a named function (`{type: 'function', function: {name}}`
+ * on chat; Anthropic's `{type: 'tool', name}`), or `none` (Anthropic: `{type: 'none'}`, or no tools).
+ */
+export function expectUpstreamToolChoice(rig: ClientsRig, l: Lane, choice: { name: string } | 'none'): void {
+  if (l.kind === 'anthropic') {
+    const body = rig.anthropic.requests[0]?.body;
+    if (choice === 'none') {
+      if (body?.tools !== undefined) expect(body?.tool_choice).toEqual({ type: 'none' });
+    } else {
+      expect(body?.tool_choice).toEqual(expect.objectContaining({ type: 'tool', name: choice.name }));
+    }
+    return;
+  }
+  if (!l.scripted) return;
+  const body = rig.openai.requests[0]?.body;
+  expect(body?.tool_choice).toEqual(
+    choice === 'none' ? 'none' : { type: 'function', function: { name: choice.name } },
+  );
+}

@@ -20,6 +20,7 @@ import {
   expectUpstreamImage,
   expectUpstreamParallelResults,
   expectUpstreamSchema,
+  expectUpstreamToolChoice,
   expectUpstreamToolLoop,
   expectWeatherArgs,
   IMAGE,
@@ -163,6 +164,38 @@ describe.each(LANES)('Vercel AI SDK: $title', (lane) => {
     expectClockArgs(lane, clockCalls[0]);
     expectFinalParallelText(lane, text);
     expectUpstreamParallelResults(rig(), lane);
+  });
+
+  it('toolChoice names a tool: that tool is called', async () => {
+    rig().scriptToolCall(lane, CLOCK.name, CLOCK.args);
+    const clockCalls: unknown[] = [];
+    const result = await generateText({
+      model: modelFor(lane),
+      tools: { [WEATHER.name]: weatherTool([]), [CLOCK.name]: clockTool(clockCalls) },
+      toolChoice: { type: 'tool', toolName: CLOCK.name },
+      stopWhen: stepCountIs(1),
+      prompt: WEATHER.prompt,
+      maxRetries: 0,
+    });
+    expect(result.toolCalls.map((c) => c.toolName)).toEqual([CLOCK.name]);
+    expectClockArgs(lane, clockCalls[0]);
+    expectUpstreamToolChoice(rig(), lane, { name: CLOCK.name });
+  });
+
+  it("toolChoice 'none': the model answers text without calling the tool", async () => {
+    rig().scriptText(lane, PLAIN.reply);
+    const executed: unknown[] = [];
+    const result = await generateText({
+      model: modelFor(lane),
+      tools: { [WEATHER.name]: weatherTool(executed) },
+      toolChoice: 'none',
+      prompt: PLAIN.prompt,
+      maxRetries: 0,
+    });
+    expect(result.toolCalls).toEqual([]);
+    expect(executed).toEqual([]);
+    expectPlainText(lane, result.text);
+    expectUpstreamToolChoice(rig(), lane, 'none');
   });
 
   it('generateObject returns an object of the zod schema', async () => {
