@@ -26,7 +26,7 @@ export type Api = 'chat' | 'responses';
 
 /** One provider kind reached through one API. */
 export interface Lane {
-  /** e.g. `anthropic via chat completions`: names the lane in test titles. */
+  /** e.g. `anthropic on chat`: names the lane in test titles (short: vitest cuts long ones). */
   title: string;
   kind: KindName;
   api: Api;
@@ -68,7 +68,7 @@ export const RESPONSES_LANES = LANES.filter((l) => l.api === 'responses');
 
 function lane(kind: KindName, api: Api): Lane {
   return {
-    title: `${kind} via ${api === 'chat' ? 'chat completions' : 'the Responses API'}`,
+    title: `${kind} on ${api}`,
     kind,
     api,
     model: MODELS[kind],
