@@ -1,8 +1,10 @@
 /**
  * The Vercel AI SDK (`ai` + `@ai-sdk/openai`) against Gantry, through every provider kind: a tool loop
  * the SDK runs itself (generateText with several steps), the same loop streamed (streamText's full
- * stream), and generateObject with a zod schema. Chat lanes use `provider.chat(model)`, Responses lanes
- * `provider.responses(model)`.
+ * stream), two tools called at once, toolChoice (a named tool, none), generateObject and streamObject
+ * with a zod schema, an image part, and plain text (also on Responses passed through). Chat lanes use
+ * `provider.chat(model)`, Responses lanes `provider.responses(model)`. See test/helpers/clients.ts for
+ * the lanes and what each asserts.
  */
 import { createOpenAI } from '@ai-sdk/openai';
 import { generateObject, generateText, stepCountIs, streamObject, streamText, tool } from 'ai';

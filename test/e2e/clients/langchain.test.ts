@@ -1,9 +1,10 @@
 /**
  * LangChain JS (`@langchain/openai` ChatOpenAI) against Gantry, through every provider kind: bindTools
- * (the tool call on the AIMessage, and the streamed tool-call chunks concatenated into the same call), a
- * tool round trip (ToolMessage back, final text), and withStructuredOutput with a zod schema by both the
- * json_schema and the function-calling methods. Chat lanes use chat completions, Responses lanes
- * `useResponsesApi: true`.
+ * (the tool call on the AIMessage, and the streamed tool-call chunks concatenated into the same call,
+ * parallel ones by index), a tool round trip (ToolMessage back, final text), withStructuredOutput with a
+ * zod schema by both the json_schema and the function-calling methods, an image_url part, and plain
+ * text (also on Responses passed through). Chat lanes use chat completions, Responses lanes
+ * `useResponsesApi: true`. See test/helpers/clients.ts for the lanes and what each asserts.
  */
 import { type AIMessageChunk, type BaseMessage, HumanMessage } from '@langchain/core/messages';
 import { tool } from '@langchain/core/tools';

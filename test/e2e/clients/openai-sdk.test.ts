@@ -1,9 +1,11 @@
 /**
  * The official `openai` SDK's helpers against Gantry with tools, through every provider kind: on chat,
  * the stream helper (`chat.completions.stream`: its argument events and `finalChatCompletion()`, which
- * must equal the non-streamed answer) and `runTools` (the SDK's own tool loop, plain and streamed); on
- * the Responses API, `responses.create` with function tools continued by `previous_response_id` and by
- * the items themselves, and the `responses.stream` helper.
+ * must equal the non-streamed answer, for one call and for parallel calls) and `runTools` (the SDK's
+ * own tool loop, plain and streamed); on the Responses API, `responses.create` with function tools
+ * (parallel too) continued by `previous_response_id` and by the items themselves, and the
+ * `responses.stream` helper; an image on both APIs; plain text (also on Responses passed through).
+ * See test/helpers/clients.ts for the lanes and what each asserts.
  */
 import OpenAI from 'openai';
 import { beforeAll, describe, expect, it } from 'vitest';
