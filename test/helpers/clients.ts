@@ -7,9 +7,10 @@
  * - pass-through: an OpenAI-compatible upstream (the fake) on chat completions, relayed as it is;
  * - bridged: the Responses API bridged by Gantry onto that upstream's chat completions;
  * - anthropic: the Anthropic Messages API (the fake), on chat and on the Responses bridge;
- * - local-chat: the built-in `gantry/local-chat`, on chat and on the Responses bridge.
+ * - local-chat: the built-in `gantry/local-chat`, on chat and on the Responses bridge;
+ * - responses-pass-through: the Responses API passed through to the fake's own (plain-text tests only).
  *
- * The fakes answer what a test scripts (one tool call, then the final text; or a JSON object); the
+ * The fakes answer what a test scripts (tool calls, then the final text; or a JSON object); the
  * local model decides for itself (README "The built-in local models"), so tests assert on what holds
  * for every kind: the tool's name, arguments that match its schema, a final text built from the tool's
  * result, an object that matches the schema. Where the kind is scripted the exact values are checked too.
