@@ -616,3 +616,20 @@ export function expectUpstreamToolChoice(rig: ClientsRig, l: Lane, choice: { nam
     choice === 'none' ? 'none' : { type: 'function', function: { name: choice.name } },
   );
 }
+
+/**
+ * A JSON-mode call reached the upstream as JSON mode: `response_format: {type: 'json_object'}`
+ * (OpenAI-compatible), or a forced tool taking any object (Anthropic).
+ */
+export function expectUpstreamJsonMode(rig: ClientsRig, l: Lane): void {
+  if (l.kind === 'anthropic') {
+    const body = rig.anthropic.requests[0]?.body;
+    expect(body?.tool_choice).toEqual(expect.objectContaining({ type: 'tool' }));
+    expect(body?.tools).toEqual([
+      expect.objectContaining({ input_schema: expect.objectContaining({ type: 'object' }) }),
+    ]);
+    return;
+  }
+  if (!l.scripted) return;
+  expect(rig.openai.requests[0]?.body?.response_format).toEqual({ type: 'json_object' });
+}

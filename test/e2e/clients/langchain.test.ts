@@ -20,6 +20,7 @@ import {
   expectPlainText,
   expectUpstreamApi,
   expectUpstreamImage,
+  expectUpstreamJsonMode,
   expectUpstreamSchema,
   expectUpstreamToolLoop,
   expectWeatherArgs,
@@ -139,6 +140,24 @@ describe.each(LANES)('LangChain: $title', (lane) => {
     const person = await model.invoke(PERSON.prompt);
     expectPerson(lane, person);
     expectUpstreamSchema(rig(), lane);
+  });
+
+  it('withStructuredOutput (json mode) returns a JSON object', async () => {
+    rig().scriptObject(lane, PERSON.value);
+    // A JSON schema rather than zod: JSON mode promises an object, not this schema, so nothing validates it.
+    const model = chatModel(lane).withStructuredOutput(
+      {
+        type: 'object',
+        title: PERSON.name,
+        properties: { name: { type: 'string' }, age: { type: 'number' } },
+      },
+      { method: 'jsonMode' },
+    );
+    const value: unknown = await model.invoke(`${PERSON.prompt} Answer in JSON.`);
+    if (lane.scripted) expect(value).toEqual(PERSON.value);
+    else expect(value).toEqual(expect.any(Object));
+    expect(Array.isArray(value)).toBe(false);
+    expectUpstreamJsonMode(rig(), lane);
   });
 
   it('withStructuredOutput (function calling) returns an object of the zod schema', async () => {
