@@ -2,7 +2,7 @@
  * LangChain JS (`@langchain/openai` ChatOpenAI) against Gantry, through every provider kind: bindTools
  * (the tool call on the AIMessage, and the streamed tool-call chunks concatenated into the same call,
  * parallel ones by index), a tool round trip (ToolMessage back, final text), withStructuredOutput with a
- * zod schema by both the json_schema and the function-calling methods, an image_url part, and plain
+ * zod schema by the json_schema and function-calling methods and in JSON mode, an image_url part, and plain
  * text (also on Responses passed through). Chat lanes use chat completions, Responses lanes
  * `useResponsesApi: true`. See test/helpers/clients.ts for the lanes and what each asserts.
  */
