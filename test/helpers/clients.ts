@@ -89,6 +89,11 @@ export interface ClientsRig {
   scriptToolCall(lane: Lane, name: string, args: Record<string, unknown>): void;
   /** Scripts the next answer of the lane's upstream: several tool calls at once (parallel). No-op on local-chat. */
   scriptToolCalls(lane: Lane, calls: { name: string; args: Record<string, unknown> }[]): void;
+  /**
+   * Scripts the next answer of the lane's upstream: `reasoning` (OpenAI-compatible: reasoning_content;
+   * Anthropic: the thinking block it sends when thinking is on), then the text `text`. No-op on local-chat.
+   */
+  scriptReasoning(lane: Lane, reasoning: string, text: string): void;
   /** Scripts the next answer of the lane's upstream: the text `text`. No-op on local-chat. */
   scriptText(lane: Lane, text: string): void;
   /**
@@ -108,6 +113,7 @@ export interface ClientsRig {
  * loosely here so this file compiles before that fake is merged; this is the one place that names them.
  */
 type AnthropicToolScript = FakeAnthropicBehavior & {
+  thinking?: string;
   toolCalls?: { name: string; input: Record<string, unknown> }[];
   toolInput?: Record<string, unknown>;
 };
@@ -225,6 +231,15 @@ models:
         openai.enqueue(
           openAIToolCalls(calls.map((c) => ({ name: c.name, arguments: JSON.stringify(c.args) }))),
         );
+      }
+    },
+    scriptReasoning(l, reasoning, text) {
+      if (l.kind === 'anthropic') {
+        const behavior: AnthropicToolScript = { thinking: reasoning, reply: text };
+        anthropic.enqueue(behavior);
+      } else if (l.scripted) {
+        const behavior: FakeBehavior & { reasoning?: string } = { reasoning, reply: text };
+        openai.enqueue(behavior);
       }
     },
     scriptText(l, text) {
@@ -632,4 +647,40 @@ export function expectUpstreamJsonMode(rig: ClientsRig, l: Lane): void {
   }
   if (!l.scripted) return;
   expect(rig.openai.requests[0]?.body?.response_format).toEqual({ type: 'json_object' });
+}
+
+/** A call with a reasoning effort: what the scripted upstreams think and answer. */
+export const REASONING = {
+  prompt: 'Is a gantry crane a bridge? Think first.',
+  thinking: 'A gantry crane runs on legs, so it is a kind of bridge on legs.',
+  reply: 'Yes, a bridge on legs.',
+};
+
+/**
+ * The reasoning a lane gives back: the scripted thinking, exactly; local-chat accepts the effort and
+ * gives none (README "The built-in local models").
+ */
+export function expectReasoning(l: Lane, reasoning: string | undefined): void {
+  if (l.scripted) expect(reasoning).toBe(REASONING.thinking);
+  else expect(reasoning ?? '').toBe('');
+}
+
+/** The answer after reasoning: the scripted reply, or local-chat's echo of the prompt. */
+export function expectReasoningReply(l: Lane, text: string): void {
+  if (l.scripted) expect(text).toBe(REASONING.reply);
+  else expect(text).toContain(REASONING.prompt);
+}
+
+/** The effort reached the upstream: `reasoning_effort` (chat), or Anthropic's thinking budget. */
+export function expectUpstreamEffort(rig: ClientsRig, l: Lane, effort: string): void {
+  if (l.kind === 'anthropic') {
+    for (const r of rig.anthropic.requests) {
+      expect(r.body?.thinking).toEqual({ type: 'enabled', budget_tokens: expect.any(Number) });
+      const budget = (r.body?.thinking as { budget_tokens?: number } | undefined)?.budget_tokens ?? 0;
+      expect(budget).toBeGreaterThanOrEqual(1024);
+    }
+    return;
+  }
+  if (!l.scripted || l.kind === 'responses-pass-through') return;
+  for (const r of rig.openai.requests) expect(r.body?.reasoning_effort).toBe(effort);
 }

@@ -4,7 +4,8 @@
  * must equal the non-streamed answer, for one call and for parallel calls) and `runTools` (the SDK's
  * own tool loop, plain and streamed); on the Responses API, `responses.create` with function tools
  * (parallel too) continued by `previous_response_id` and by the items themselves, and the
- * `responses.stream` helper; an image on both APIs; plain text (also on Responses passed through).
+ * `responses.stream` helper; an image on both APIs; a reasoning effort and the reasoning it brings back
+ * (reasoning_content on chat, a reasoning item on Responses); plain text (also on Responses passed through).
  * See test/helpers/clients.ts for the lanes and what each asserts.
  */
 import OpenAI from 'openai';
@@ -17,7 +18,10 @@ import {
   expectFinalWeatherText,
   expectImageReply,
   expectPlainText,
+  expectReasoning,
+  expectReasoningReply,
   expectUpstreamApi,
+  expectUpstreamEffort,
   expectUpstreamImage,
   expectUpstreamParallelResults,
   expectUpstreamToolLoop,
@@ -26,6 +30,7 @@ import {
   type Lane,
   PARALLEL,
   PLAIN,
+  REASONING,
   RESPONSES_LANES,
   RESPONSES_PASS_THROUGH,
   useClientsRig,
@@ -161,6 +166,42 @@ describe.each(CHAT_LANES)('openai SDK: $title', (lane: Lane) => {
     });
     expectImageReply(lane, completion.choices[0]?.message.content ?? '');
     expectUpstreamImage(rig(), lane);
+  });
+
+  it('reasoning_effort: the reasoning comes back as reasoning_content, streamed and not', async () => {
+    rig().scriptReasoning(lane, REASONING.thinking, REASONING.reply);
+    rig().scriptReasoning(lane, REASONING.thinking, REASONING.reply);
+    const messages = [{ role: 'user' as const, content: REASONING.prompt }];
+    const plain = await client.chat.completions.create({
+      model: lane.model,
+      messages,
+      reasoning_effort: 'low',
+    });
+    // reasoning_content is the field vLLM and DeepSeek use; the SDK's types do not know it.
+    const message = plain.choices[0]?.message as
+      | (OpenAI.ChatCompletionMessage & { reasoning_content?: string })
+      | undefined;
+    expectReasoning(lane, message?.reasoning_content);
+    expectReasoningReply(lane, message?.content ?? '');
+
+    const stream = await client.chat.completions.create({
+      model: lane.model,
+      messages,
+      reasoning_effort: 'low',
+      stream: true,
+    });
+    let reasoning = '';
+    let text = '';
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta as
+        | { content?: string | null; reasoning_content?: string }
+        | undefined;
+      reasoning += delta?.reasoning_content ?? '';
+      text += delta?.content ?? '';
+    }
+    expect(reasoning).toBe(message?.reasoning_content ?? '');
+    expect(text).toBe(message?.content);
+    expectUpstreamEffort(rig(), lane, 'low');
   });
 
   it('the stream helper with parallel tool calls gives the non-streamed message', async () => {
@@ -300,6 +341,37 @@ describe.each(RESPONSES_LANES)('openai SDK: $title', (lane: Lane) => {
     });
     expectImageReply(lane, response.output_text);
     expectUpstreamImage(rig(), lane);
+  });
+
+  it('reasoning.effort: a reasoning item before the answer, streamed and not', async () => {
+    rig().scriptReasoning(lane, REASONING.thinking, REASONING.reply);
+    rig().scriptReasoning(lane, REASONING.thinking, REASONING.reply);
+    const plain = await client.responses.create({
+      model: lane.model,
+      input: REASONING.prompt,
+      reasoning: { effort: 'low' },
+    });
+    const reasoningText = (response: OpenAI.Responses.Response): string | undefined => {
+      const item = response.output.find((i) => i.type === 'reasoning');
+      return item?.type === 'reasoning' ? (item.content ?? []).map((c) => c.text).join('') : undefined;
+    };
+    expectReasoning(lane, reasoningText(plain));
+    expectReasoningReply(lane, plain.output_text);
+    if (lane.scripted) expect(plain.output.map((i) => i.type)).toEqual(['reasoning', 'message']);
+
+    const stream = client.responses.stream({
+      model: lane.model,
+      input: REASONING.prompt,
+      reasoning: { effort: 'low' },
+    });
+    let deltas = '';
+    for await (const event of stream)
+      if (event.type === 'response.reasoning_text.delta') deltas += event.delta;
+    const final = await stream.finalResponse();
+    expect(reasoningText(final)).toBe(reasoningText(plain));
+    expect(deltas).toBe(reasoningText(plain) ?? '');
+    expect(final.output_text).toBe(plain.output_text);
+    expectUpstreamEffort(rig(), lane, 'low');
   });
 
   it('responses.create with parallel function calls, answered together after previous_response_id', async () => {
