@@ -85,7 +85,7 @@ export class UpstreamClient {
    * UpstreamError(protocol); but cheaper (json-call.ts).
    */
   async requestJson(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
@@ -116,7 +116,7 @@ export class UpstreamClient {
   }
 
   private callOptions(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
@@ -128,13 +128,17 @@ export class UpstreamClient {
   private statusError(status: number, headers: IncomingHttpHeaders, text: string): UpstreamError {
     let upstreamMessage: string | undefined;
     let param: string | undefined;
+    let code: string | undefined;
     try {
-      const parsed = JSON.parse(text) as { error?: { message?: unknown; param?: unknown } | string };
+      const parsed = JSON.parse(text) as {
+        error?: { message?: unknown; param?: unknown; code?: unknown } | string;
+      };
       const error = parsed.error;
       if (typeof error === 'string') upstreamMessage = error;
       else if (error && typeof error.message === 'string') {
         upstreamMessage = error.message;
         if (typeof error.param === 'string') param = error.param;
+        if (typeof error.code === 'string') code = error.code;
       }
     } catch {
       if (text.length > 0 && text.length < 500) upstreamMessage = text;
@@ -144,6 +148,7 @@ export class UpstreamClient {
       status,
       ...(upstreamMessage === undefined ? {} : { upstreamMessage }),
       ...(param === undefined ? {} : { param }),
+      ...(code === undefined ? {} : { code }),
       ...(typeof retryAfter === 'string' ? { retryAfter } : {}),
     });
   }

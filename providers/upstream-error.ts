@@ -10,6 +10,8 @@ export class UpstreamError extends Error {
   readonly upstreamMessage: string | undefined;
   /** The upstream's `param`, when its error named one. */
   readonly param: string | undefined;
+  /** The upstream's OpenAI error `code` (e.g. `previous_response_not_found`), when its error had one. */
+  readonly code: string | undefined;
   /** Seconds, from the upstream's Retry-After. */
   readonly retryAfter: string | undefined;
 
@@ -21,6 +23,7 @@ export class UpstreamError extends Error {
       status?: number;
       upstreamMessage?: string;
       param?: string;
+      code?: string;
       retryAfter?: string;
       cause?: unknown;
     } = {},
@@ -32,6 +35,7 @@ export class UpstreamError extends Error {
     this.status = extra.status;
     this.upstreamMessage = extra.upstreamMessage;
     this.param = extra.param;
+    this.code = extra.code;
     this.retryAfter = extra.retryAfter;
   }
 

@@ -4,10 +4,21 @@
  * route owns ids, history and I/O.
  */
 import type { JsonObject } from '../../providers/types.js';
-import { messageItem, newMessageId, outcomeOf, responseObject, responseUsage } from './response.js';
+import { chatOptions } from './chat-options.js';
+import {
+  functionCallItem,
+  messageItem,
+  newItemId,
+  outcomeOf,
+  reasoningItem,
+  responseObject,
+  responseUsage,
+} from './response.js';
 import { type ChatMessage, isObject, type ResponseMeta } from './types.js';
 import { inputMessages, passthroughParams } from './validate.js';
 
+export { hasImages } from './input.js';
+export { assistantTurn } from './response.js';
 export { chatStreamToResponseEvents } from './stream.js';
 export type { ChatMessage, ResponseMeta } from './types.js';
 export { type ValidateOptions, validateResponsesRequest } from './validate.js';
@@ -37,7 +48,7 @@ export function responsesToChat(
   const messages: ChatMessage[] = instructions
     ? [{ role: 'system', content: instructions }, ...conversation]
     : conversation;
-  const chatBody: JsonObject = { ...passthroughParams(req), model: req.model, messages };
+  const chatBody: JsonObject = { ...passthroughParams(req), model: req.model, messages, ...chatOptions(req) };
   if (typeof req.max_output_tokens === 'number') chatBody.max_tokens = req.max_output_tokens;
   for (const name of SAME_NAME) {
     if (req[name] !== undefined && req[name] !== null) chatBody[name] = req[name];
@@ -50,17 +61,35 @@ export function responsesToChat(
   return { chatBody, conversation };
 }
 
-/** A non-streamed chat.completion → the Response object. */
+/**
+ * A non-streamed chat.completion → the Response object: the reasoning item (chat's `reasoning_content`),
+ * the message item (left out when the model only called tools), then one function_call item per tool call.
+ */
 export function chatCompletionToResponse(completion: JsonObject, meta: ResponseMeta): JsonObject {
   const choices = Array.isArray(completion.choices) ? completion.choices : [];
   const choice: unknown = choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0) ?? choices[0];
   const message = isObject(choice) && isObject(choice.message) ? choice.message : {};
   const text = typeof message.content === 'string' ? message.content : '';
+  const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
+  const output: JsonObject[] = [];
+  if (reasoning !== '') output.push(reasoningItem(newItemId('rs'), outcome.status, reasoning));
+  if (text !== '' || calls.length === 0) output.push(messageItem(newItemId('msg'), outcome.status, text));
+  for (const call of calls) {
+    const fn = isObject(call.function) ? call.function : {};
+    output.push(
+      functionCallItem(newItemId('fc'), outcome.status, {
+        callId: typeof call.id === 'string' ? call.id : newItemId('fc'),
+        name: typeof fn.name === 'string' ? fn.name : '',
+        arguments: typeof fn.arguments === 'string' ? fn.arguments : '',
+      }),
+    );
+  }
   return responseObject(meta, {
     status: outcome.status,
     ...(outcome.reason ? { reason: outcome.reason } : {}),
-    output: [messageItem(newMessageId(), outcome.status, text)],
+    output,
     usage: responseUsage(completion.usage),
   });
 }

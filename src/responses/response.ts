@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { JsonObject } from '../../providers/types.js';
-import { isObject, type ResponseMeta } from './types.js';
+import { echoReasoning, echoText, echoTools } from './chat-options.js';
+import { type ChatMessage, type ChatToolCall, isObject, type ResponseMeta } from './types.js';
 
 export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
@@ -14,13 +15,72 @@ export interface Outcome {
 export function outcomeOf(finishReason: unknown): Outcome {
   if (finishReason === 'length') return { status: 'incomplete', reason: 'max_output_tokens' };
   if (finishReason === 'content_filter') return { status: 'incomplete', reason: 'content_filter' };
-  // stop, tool_calls (never asked for) or none at all: the answer is whole.
+  // stop, tool_calls or none at all: the answer is whole.
   return { status: 'completed' };
 }
 
 /** `msg_` and 48 hex digits, the shape of OpenAI's item ids (and of the route's `resp_` ids). */
 export function newMessageId(): string {
-  return `msg_${randomBytes(24).toString('hex')}`;
+  return newItemId('msg');
+}
+
+/** An output item id: `msg`, `fc` (function call) or `rs` (reasoning), `_`, 48 hex digits. */
+export function newItemId(prefix: 'msg' | 'fc' | 'rs'): string {
+  return `${prefix}_${randomBytes(24).toString('hex')}`;
+}
+
+/** A function_call output item; `call_id` is the chat tool call's id, which the client answers with. */
+export function functionCallItem(
+  id: string,
+  status: ItemStatus,
+  call: { callId: string; name: string; arguments: string },
+): JsonObject {
+  return {
+    id,
+    type: 'function_call',
+    status,
+    arguments: call.arguments,
+    call_id: call.callId,
+    name: call.name,
+  };
+}
+
+/**
+ * A reasoning output item holding the model's own reasoning text (chat's `reasoning_content`) as one
+ * reasoning_text part; chat upstreams give no summary, so `summary` stays empty. `text` undefined gives
+ * the empty item announced before any part.
+ */
+export function reasoningItem(id: string, status: ItemStatus, text?: string): JsonObject {
+  return {
+    id,
+    type: 'reasoning',
+    status,
+    summary: [],
+    content: text === undefined ? [] : [reasoningPart(text)],
+  };
+}
+
+export function reasoningPart(text: string): JsonObject {
+  return { type: 'reasoning_text', text };
+}
+
+/**
+ * The assistant turn the output items make, as a chat message for the response history: its text and
+ * its tool calls (reasoning is not sent back to chat upstreams, which ask that it not be).
+ */
+export function assistantTurn(output: readonly JsonObject[]): ChatMessage {
+  const calls: ChatToolCall[] = [];
+  for (const item of output) {
+    if (item.type !== 'function_call') continue;
+    calls.push({
+      id: String(item.call_id),
+      type: 'function',
+      function: { name: String(item.name), arguments: String(item.arguments) },
+    });
+  }
+  const text = outputText(output);
+  if (calls.length === 0) return { role: 'assistant', content: text };
+  return { role: 'assistant', content: text === '' ? null : text, tool_calls: calls };
 }
 
 export function textPart(text: string): JsonObject {
@@ -69,7 +129,7 @@ export interface ResponseState {
 }
 
 /** The text of every output_text part, joined as the SDKs build their `output_text`. */
-function outputText(output: JsonObject[]): string {
+function outputText(output: readonly JsonObject[]): string {
   let text = '';
   for (const item of output) {
     if (item.type !== 'message' || !Array.isArray(item.content)) continue;
@@ -84,7 +144,7 @@ const orNull = (v: unknown): unknown => v ?? null;
 
 /**
  * A Response object with every field OpenAI sends, the request's settings echoed back. Fields this
- * bridge never varies (tools, text format, truncation, reasoning) show the only values it accepts.
+ * bridge never varies (truncation, top_logprobs) show the only values it accepts.
  */
 export function responseObject(meta: ResponseMeta, state: ResponseState): JsonObject {
   const req = meta.request;
@@ -106,13 +166,13 @@ export function responseObject(meta: ResponseMeta, state: ResponseState): JsonOb
     parallel_tool_calls: req.parallel_tool_calls ?? true,
     previous_response_id: orNull(req.previous_response_id),
     prompt_cache_key: orNull(req.prompt_cache_key),
-    reasoning: { effort: null, summary: null },
+    reasoning: echoReasoning(req),
     safety_identifier: orNull(req.safety_identifier),
     store: req.store ?? true,
     temperature: orNull(req.temperature),
-    text: { format: { type: 'text' }, verbosity: 'medium' },
+    text: echoText(req),
     tool_choice: req.tool_choice ?? 'auto',
-    tools: [],
+    tools: echoTools(req),
     top_logprobs: 0,
     top_p: orNull(req.top_p),
     truncation: 'disabled',

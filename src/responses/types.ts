@@ -1,9 +1,28 @@
 import type { JsonObject } from '../../providers/types.js';
 
-/** One turn of a bridged conversation, as sent to chat completions and kept as response history. */
+/** A chat tool call as chat completions carries it on an assistant message. */
+export interface ChatToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A chat content part the bridge writes: text, or an image (from a Responses input_image). */
+export type ChatContentPart =
+  | { type: 'text'; text: string }
+  | { type: 'image_url'; image_url: { url: string; detail?: string } };
+
+/**
+ * One turn of a bridged conversation, as sent to chat completions and kept as response history: a
+ * message (text, or parts when it holds images), an assistant turn that called tools, or a tool's result.
+ */
 export interface ChatMessage {
-  role: 'system' | 'developer' | 'user' | 'assistant';
-  content: string;
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+  /** null only on an assistant message that holds tool calls and no text. */
+  content: string | ChatContentPart[] | null;
+  tool_calls?: ChatToolCall[];
+  /** On a `tool` message: the call it answers. */
+  tool_call_id?: string;
 }
 
 /** What a bridged Response needs besides the upstream's answer. */
@@ -16,8 +35,8 @@ export interface ResponseMeta {
   createdAt: number;
   /**
    * The validated Responses request. Its instructions, temperature, top_p, max_output_tokens,
-   * previous_response_id, metadata, store, user … are echoed into the Response object; apply the model's
-   * defaults to it first if the echo should show the values actually used.
+   * previous_response_id, metadata, store, user, tools, text … are echoed into the Response object; apply
+   * the model's defaults to it first if the echo should show the values actually used.
    */
   request: JsonObject;
 }
