@@ -16,7 +16,32 @@ const SCHEMA_OF: Record<string, string> = {
   'response.output_item.done': 'ResponseOutputItemDoneEvent',
   'response.completed': 'ResponseCompletedEvent',
   'response.incomplete': 'ResponseIncompleteEvent',
+  'response.function_call_arguments.delta': 'ResponseFunctionCallArgumentsDeltaEvent',
+  'response.function_call_arguments.done': 'ResponseFunctionCallArgumentsDoneEvent',
+  'response.reasoning_text.delta': 'ResponseReasoningTextDeltaEvent',
+  'response.reasoning_text.done': 'ResponseReasoningTextDoneEvent',
 };
+
+/** One chat chunk with choice 0's delta, as OpenAI-compatible upstreams send it. */
+function deltaChunk(delta: JsonObject, finishReason: string | null = null): SseEvent {
+  return {
+    data: JSON.stringify({
+      id: 'chatcmpl-1',
+      object: 'chat.completion.chunk',
+      created: 1_750_000_000,
+      model: 'llama',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    }),
+  };
+}
+
+/** A tool call in OpenAI's stream form: the opening delta (index, id, type, name, ''), then pieces. */
+function callChunks(index: number, id: string, name: string, pieces: string[]): SseEvent[] {
+  return [
+    deltaChunk({ tool_calls: [{ index, id, type: 'function', function: { name, arguments: '' } }] }),
+    ...pieces.map((p) => deltaChunk({ tool_calls: [{ index, function: { arguments: p } }] })),
+  ];
+}
 
 async function run(chunks: SseEvent[], request: JsonObject = {}) {
   const completed: JsonObject[] = [];
@@ -213,5 +238,106 @@ describe('chatStreamToResponseEvents', () => {
     const { events } = await run(chunks);
     checkEvents(events);
     expect(finalOf(events).output_text).toBe('ab');
+  });
+
+  it('streams text, then each parallel tool call as its own output item, completing with the same items', async () => {
+    const { events, completed } = await run(
+      [
+        deltaChunk({ role: 'assistant', content: '' }),
+        deltaChunk({ content: 'Checking.' }),
+        ...callChunks(0, 'call_a', 'get_weather', ['{"city"', ':"Paris"}']),
+        ...callChunks(1, 'call_b', 'get_time', ['{}']),
+        deltaChunk({}, 'tool_calls'),
+      ],
+      {
+        tools: [
+          { type: 'function', name: 'get_weather' },
+          { type: 'function', name: 'get_time' },
+        ],
+      },
+    );
+    checkEvents(events);
+    expect(events.slice(2, -1).map((e) => `${String(e.data.type)}@${String(e.data.output_index)}`)).toEqual([
+      'response.output_item.added@0',
+      'response.content_part.added@0',
+      'response.output_text.delta@0',
+      'response.output_text.done@0',
+      'response.content_part.done@0',
+      'response.output_item.done@0',
+      'response.output_item.added@1',
+      'response.function_call_arguments.delta@1',
+      'response.function_call_arguments.delta@1',
+      'response.function_call_arguments.done@1',
+      'response.output_item.done@1',
+      'response.output_item.added@2',
+      'response.function_call_arguments.delta@2',
+      'response.function_call_arguments.done@2',
+      'response.output_item.done@2',
+    ]);
+    const added = events.find(
+      (e) => e.data.type === 'response.output_item.added' && e.data.output_index === 1,
+    );
+    expect(added?.data.item).toMatchObject({
+      type: 'function_call',
+      status: 'in_progress',
+      call_id: 'call_a',
+      name: 'get_weather',
+      arguments: '',
+    });
+    const done = events.filter((e) => e.data.type === 'response.output_item.done').map((e) => e.data.item);
+    expect(done[1]).toMatchObject({ call_id: 'call_a', arguments: '{"city":"Paris"}', status: 'completed' });
+    expect(done[2]).toMatchObject({ call_id: 'call_b', name: 'get_time', arguments: '{}' });
+    const final = finalOf(events);
+    expect(final.status).toBe('completed');
+    expect(final.output).toEqual(done);
+    expect(final.output_text).toBe('Checking.');
+    expect(completed).toEqual([final]);
+  });
+
+  it('puts reasoning_content first, as a reasoning item with one reasoning_text part', async () => {
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: '' }),
+      deltaChunk({ reasoning_content: 'Think' }),
+      deltaChunk({ reasoning_content: ' hard.' }),
+      deltaChunk({ content: 'Answer.' }),
+      deltaChunk({}, 'stop'),
+    ]);
+    checkEvents(events);
+    expect(types(events).slice(2, 9)).toEqual([
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.reasoning_text.delta',
+      'response.reasoning_text.delta',
+      'response.reasoning_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+    ]);
+    const final = finalOf(events);
+    const output = final.output as JsonObject[];
+    expect(output[0]).toMatchObject({
+      type: 'reasoning',
+      summary: [],
+      content: [{ type: 'reasoning_text', text: 'Think hard.' }],
+    });
+    expect(output[1]).toMatchObject({ type: 'message', content: [{ text: 'Answer.' }] });
+    expect(final.output_text).toBe('Answer.');
+  });
+
+  it('marks the last item incomplete when the upstream stopped at max tokens mid-call', async () => {
+    const { events } = await run([...callChunks(0, 'call_a', 'f', ['{"a":']), deltaChunk({}, 'length')]);
+    checkEvents(events);
+    const final = finalOf(events);
+    expect(final.status).toBe('incomplete');
+    expect((final.output as JsonObject[])[0]).toMatchObject({ type: 'function_call', status: 'incomplete' });
+  });
+
+  it('refuses more of a tool call after the next one began', async () => {
+    const chunks = [
+      ...callChunks(0, 'call_a', 'f', ['{}']),
+      ...callChunks(1, 'call_b', 'g', ['{}']),
+      deltaChunk({ tool_calls: [{ index: 0, function: { arguments: 'x' } }] }),
+    ];
+    const out = collect(chatStreamToResponseEvents(iterate(chunks), meta(), () => {}));
+    await expect(out).rejects.toBeInstanceOf(GantryError);
   });
 });
