@@ -157,6 +157,7 @@ async function bridge(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'responses',
     model,
+    // MERGE(helper C): pass req.tools once countResponsesInputTokens takes them (tool definitions count).
     countInputTokens: () =>
       countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), previous.map(countable)),
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
