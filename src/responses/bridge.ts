@@ -42,7 +42,7 @@ export function responsesToChat(
   req: JsonObject,
   previous: ChatMessage[],
 ): { chatBody: JsonObject; conversation: ChatMessage[] } {
-  const conversation = [...previous, ...inputMessages(req.input)];
+  const conversation = [...previous, ...withoutKnownCalls(inputMessages(req.input), previous)];
   const instructions =
     typeof req.instructions === 'string' && req.instructions !== '' ? req.instructions : null;
   const messages: ChatMessage[] = instructions
@@ -59,6 +59,26 @@ export function responsesToChat(
     chatBody.stream_options = { include_usage: true };
   }
   return { chatBody, conversation };
+}
+
+/**
+ * Input messages less the function calls the history already holds: a client that sends a previous
+ * answer's function_call items back beside previous_response_id must not make chat see each call twice.
+ */
+function withoutKnownCalls(messages: ChatMessage[], previous: ChatMessage[]): ChatMessage[] {
+  const known = new Set(previous.flatMap((m) => (m.tool_calls ?? []).map((c) => c.id)));
+  if (known.size === 0) return messages;
+  const out: ChatMessage[] = [];
+  for (const m of messages) {
+    if (!m.tool_calls) {
+      out.push(m);
+      continue;
+    }
+    // A turn whose calls are all known is that previous turn, text and all.
+    const calls = m.tool_calls.filter((c) => !known.has(c.id));
+    if (calls.length > 0) out.push({ ...m, tool_calls: calls });
+  }
+  return out;
 }
 
 /**

@@ -40,7 +40,8 @@ export function passthroughRecord(
   };
 }
 
-function passthroughProvider(stored: StoredResponse): string | undefined {
+/** The provider that made a passed-through response; undefined for a bridged one. */
+export function passthroughProvider(stored: StoredResponse): string | undefined {
   const r = stored.response;
   return r.object === PASSTHROUGH && typeof r.provider === 'string' ? r.provider : undefined;
 }

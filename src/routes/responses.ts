@@ -27,7 +27,12 @@ import {
 } from '../responses/bridge.js';
 import type { StoredResponse } from '../store/types.js';
 import { sendAnswer } from './answer.js';
-import { passthroughRecord, registerStoredResponseRoutes, responseNotFound } from './responses-stored.js';
+import {
+  passthroughProvider,
+  passthroughRecord,
+  registerStoredResponseRoutes,
+  responseNotFound,
+} from './responses-stored.js';
 
 const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
 
@@ -85,7 +90,7 @@ async function passThrough(
     model,
     body,
     (p, b, ctx) => (p.responses as NonNullable<InferenceProvider['responses']>)(b, ctx),
-    { isPreamble: isResponsesPreamble, accepts: hasNativeResponses },
+    { isPreamble: isResponsesPreamble, accepts: continuesOn(gantry, request, req, model) },
   ).catch((err: unknown) => {
     throw relayClientError(err);
   });
@@ -213,6 +218,24 @@ function stringOrUndefined(value: unknown): string | undefined {
 function responsesDefaults(defaults: Record<string, unknown>): Record<string, unknown> {
   const { max_tokens, ...rest } = defaults;
   return max_tokens === undefined ? rest : { ...rest, max_output_tokens: max_tokens };
+}
+
+/**
+ * The providers a passed-through call may go to: those that speak Responses, and, when it continues a
+ * response one of them made (previous_response_id), only that one, which alone knows the previous response.
+ */
+function continuesOn(
+  gantry: Gantry,
+  request: InferenceRequest,
+  req: JsonObject,
+  model: CatalogModel,
+): (p: InferenceProvider) => boolean {
+  const previous = req.previous_response_id;
+  if (typeof previous !== 'string') return hasNativeResponses;
+  const stored = gantry.store.getResponse(previous, principalOf(request).account.id);
+  const maker = stored && passthroughProvider(stored);
+  if (maker === undefined || !model.entry.routes.some((r) => r.provider === maker)) return hasNativeResponses;
+  return (p) => p.name === maker && hasNativeResponses(p);
 }
 
 /** A history message as the token estimate reads it: its text, its tool calls' names and arguments. */

@@ -20,15 +20,18 @@ import { parseSse } from '../helpers/sse-events.js';
 
 const KEY = 'sk-upstream-0123456789';
 const NATIVE = 'acme/native';
+const NATIVE_PAIR = 'acme/native-pair';
 const BRIDGED = 'acme/bridged';
 
 let native: FakeOpenAI;
+let native2: FakeOpenAI;
 let chatOnly: FakeOpenAI;
 let gantry: TestGantry;
 let client: OpenAI;
 
 beforeAll(async () => {
   native = await startFakeOpenAI({ apiKey: KEY });
+  native2 = await startFakeOpenAI({ apiKey: KEY });
   chatOnly = await startFakeOpenAI({ apiKey: KEY });
   gantry = await startGantry(
     `
@@ -36,6 +39,11 @@ providers:
   native:
     kind: openai
     base_url: ${native.url}
+    api_key_env: UP_KEY
+    supports_responses: true
+  native2:
+    kind: openai
+    base_url: ${native2.url}
     api_key_env: UP_KEY
     supports_responses: true
   chat-only:
@@ -47,6 +55,10 @@ models:
     name: Native Responses
     type: text
     routes: [{ provider: native, model: fake-model }]
+  - namespace: ${NATIVE_PAIR}
+    name: Native Responses on two upstreams
+    type: text
+    routes: [{ provider: native2, model: fake-model }, { provider: native, model: fake-model }]
   - namespace: ${BRIDGED}
     name: Bridged onto chat
     type: text
@@ -60,10 +72,12 @@ models:
 afterAll(async () => {
   await gantry?.close();
   await native?.close();
+  await native2?.close();
   await chatOnly?.close();
 });
 beforeEach(() => {
   native.reset();
+  native2.reset();
   chatOnly.reset();
 });
 
@@ -446,6 +460,22 @@ describe('stored responses: retrieve and delete', () => {
     expect(native.requests.at(-1)?.method).toBe('DELETE');
     expect(native.storedResponses.has(created.id)).toBe(false);
     await expect(client.responses.retrieve(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it('sends a continuation to the upstream that made the previous response, not the first route', async () => {
+    // The first route fails over (503), so the second one makes the response.
+    native2.enqueue({ status: 503 });
+    const first = await client.responses.create({ model: NATIVE_PAIR, input: 'pair one' });
+    expect(native.storedResponses.has(first.id)).toBe(true);
+    expect(native2.requests).toHaveLength(1);
+    const second = await client.responses.create({
+      model: NATIVE_PAIR,
+      input: 'pair two',
+      previous_response_id: first.id,
+    });
+    expect(second.previous_response_id).toBe(first.id);
+    expect(native2.requests).toHaveLength(1);
+    expect(native.requests.at(-1)?.body?.previous_response_id).toBe(first.id);
   });
 
   it('remembers the provider of a streamed passed-through response too', async () => {

@@ -324,6 +324,29 @@ describe('tools, formats, images and reasoning on the bridge', () => {
     expect(conversation).toEqual(expected);
   });
 
+  it('does not repeat function calls the history already holds', () => {
+    const previous: ChatMessage[] = [
+      { role: 'user', content: 'q' },
+      {
+        role: 'assistant',
+        content: 'Looking.',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+      },
+    ];
+    const { conversation } = toChat(
+      {
+        model: 'm',
+        input: [
+          { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Looking.' }] },
+          { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+          { type: 'function_call_output', call_id: 'c1', output: 'done' },
+        ],
+      },
+      previous,
+    );
+    expect(conversation).toEqual([...previous, { role: 'tool', tool_call_id: 'c1', content: 'done' }]);
+  });
+
   it('keeps text parts as text parts beside images', () => {
     const { chatBody } = toChat({
       model: 'm',
