@@ -19,7 +19,7 @@ const CONTENT_INDEX = 0;
 
 /** An output item being streamed: what it has said so far, and how to announce and close it. */
 interface OpenItem {
-  /** `text`, `reasoning`, or `call:<chat tool call index>`. */
+  /** `text`, `reasoning`, or `call:<slot>` (see slotOf). */
   key: string;
   id: string;
   outputIndex: number;
@@ -58,6 +58,16 @@ export async function* chatStreamToResponseEvents(
   });
   const output: JsonObject[] = [];
   const seenCalls = new Set<number>();
+  // Chat tool call index → the bridge's call slot. Ollama reuses index 0 for every call of a parallel
+  // answer, telling them apart only by id: a new id at a known index opens a new slot.
+  const slots = new Map<number, { slot: number; id: string | undefined }>();
+  const slotOf = (piece: Extract<Piece, { kind: 'call' }>): number => {
+    const known = slots.get(piece.index);
+    if (known && (piece.id === undefined || piece.id === known.id)) return known.slot;
+    const slot = slots.size === 0 ? 0 : Math.max(...[...slots.values()].map((s) => s.slot)) + 1;
+    slots.set(piece.index, { slot, id: piece.id });
+    return slot;
+  };
   let open: OpenItem | undefined;
   let finishReason: unknown;
   let usage: JsonObject | undefined;
@@ -120,10 +130,11 @@ export async function* chatStreamToResponseEvents(
 
   /** The events for one piece: closing the open item and opening the piece's own when they differ. */
   const take = (piece: Piece): SseEvent[] => {
-    const key = piece.kind === 'call' ? `call:${piece.index}` : piece.kind;
+    const slot = piece.kind === 'call' ? slotOf(piece) : -1;
+    const key = piece.kind === 'call' ? `call:${slot}` : piece.kind;
     const events: SseEvent[] = [];
     if (open?.key !== key) {
-      if (piece.kind === 'call' && seenCalls.has(piece.index)) {
+      if (piece.kind === 'call' && seenCalls.has(slot)) {
         throw new GantryError('UPSTREAM_ERROR', {
           message: 'The upstream sent more of a tool call after the next output had begun',
         });
@@ -131,7 +142,7 @@ export async function* chatStreamToResponseEvents(
       if (open) events.push(...closing(open, 'completed'));
       open = { key, id: newItemId(itemPrefix(piece.kind)), outputIndex: output.length, text: '' };
       if (piece.kind === 'call') {
-        seenCalls.add(piece.index);
+        seenCalls.add(slot);
         open.callId = piece.id ?? `call_${open.id.slice(3)}`;
         open.name = piece.name ?? '';
       }

@@ -340,4 +340,18 @@ describe('chatStreamToResponseEvents', () => {
     const out = collect(chatStreamToResponseEvents(iterate(chunks), meta(), () => {}));
     await expect(out).rejects.toBeInstanceOf(GantryError);
   });
+
+  it('tells apart parallel calls an upstream sends all at index 0 by their ids (Ollama)', async () => {
+    const { events } = await run([
+      ...callChunks(0, 'call_a', 'f', ['{"x":1}']),
+      ...callChunks(0, 'call_b', 'g', ['{"y":2}']),
+      deltaChunk({}, 'tool_calls'),
+    ]);
+    checkEvents(events);
+    const output = finalOf(events).output as JsonObject[];
+    expect(output.map((o) => [o.call_id, o.name, o.arguments])).toEqual([
+      ['call_a', 'f', '{"x":1}'],
+      ['call_b', 'g', '{"y":2}'],
+    ]);
+  });
 });
