@@ -13,6 +13,8 @@ import { GantryError, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { principalOf } from '../inference/resolve.js';
 import { fromUpstream } from '../inference/upstream-errors.js';
+import { conversationItems, itemPage } from '../responses/input-items.js';
+import type { ChatMessage } from '../responses/types.js';
 import type { StoredResponse } from '../store/types.js';
 
 /** The `object` of a passthrough record's `response`: never a Response, so never served as one. */
@@ -83,11 +85,8 @@ export function registerStoredResponseRoutes(app: FastifyInstance, gantry: Gantr
     const stored = find(gantry, request);
     const provider = passthroughProvider(stored);
     if (provider === undefined) {
-      throw new GantryError('MODEL_NOT_SUPPORTED', {
-        message:
-          'input_items is available only for responses of models that speak the Responses API upstream; this response was bridged onto chat completions',
-        details: 'GET /v1/responses/{id} returns the response itself.',
-      });
+      const conversation = stored.conversation as unknown as ChatMessage[];
+      return itemPage(conversationItems(conversation, stored.id), request.query);
     }
     const query = queryOf(request);
     const path = `/responses/${encodeURIComponent(stored.id)}/input_items${query === '' ? '' : `?${query}`}`;

@@ -432,6 +432,39 @@ describe('stored responses: retrieve and delete', () => {
     await expect(client.responses.delete(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 
+  it('lists the input items of a bridged tool loop as OpenAI does: newest first, paged', async () => {
+    chatOnly.enqueue({ toolCalls: CALLS.slice(0, 1) });
+    const first = await client.responses.create({ model: BRIDGED, input: 'Weather?', tools: [WEATHER] });
+    const call = first.output[0];
+    if (call?.type !== 'function_call') throw new Error('no function call');
+    const second = await client.responses.create({
+      model: BRIDGED,
+      previous_response_id: first.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: 'sunny' }],
+    });
+    const res = await fetch(`${gantry.baseURL}/responses/${second.id}/input_items?order=asc`, {
+      headers: { authorization: `Bearer ${gantry.key}` },
+    });
+    const page = await res.json();
+    assertOpenAISchema('ResponseItemList', page);
+    expect(page.data.map((i: JsonObject) => i.type)).toEqual([
+      'message',
+      'function_call',
+      'function_call_output',
+    ]);
+    expect(page.data[1]).toMatchObject({
+      call_id: call.call_id,
+      name: 'get_weather',
+      arguments: call.arguments,
+    });
+    expect(page.data[2]).toMatchObject({ call_id: call.call_id, output: 'sunny' });
+
+    // The SDK pages newest first, two at a time, and sees every item once.
+    const seen: string[] = [];
+    for await (const item of client.responses.inputItems.list(second.id, { limit: 2 })) seen.push(item.type);
+    expect(seen).toEqual(['function_call_output', 'function_call', 'message']);
+  });
+
   it('routes retrieve, input_items and delete of a passed-through response to the upstream that made it', async () => {
     const created = await client.responses.create({ model: NATIVE, input: 'native keep' });
     expect(native.storedResponses.has(created.id)).toBe(true);
