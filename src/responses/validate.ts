@@ -85,8 +85,10 @@ const UNSUPPORTED: Unsupported[] = [
   },
   {
     param: 'include',
-    accepts: (v) => absent(v) || (Array.isArray(v) && v.length === 0),
-    message: 'include is not supported for this model: its output is one text message',
+    // reasoning.encrypted_content lets a client pass reasoning back without store; the bridge needs none
+    // back (chat upstreams take no reasoning in their input), so asking for it is honoured by omission.
+    accepts: (v) => absent(v) || (Array.isArray(v) && v.every((x) => x === 'reasoning.encrypted_content')),
+    message: 'include is not supported for this model, but for reasoning.encrypted_content',
   },
   {
     param: 'top_logprobs',

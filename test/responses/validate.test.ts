@@ -220,6 +220,8 @@ describe('validateResponsesRequest', () => {
       reasoning: { effort: 'high', summary: 'auto' },
     });
     expect(validateResponsesRequest(ok)).toBe(ok);
+    const encrypted = withBase({ include: ['reasoning.encrypted_content'], store: false });
+    expect(validateResponsesRequest(encrypted)).toBe(encrypted);
     expect(validateResponsesRequest(withBase({ text: { format: { type: 'json_object' } } }))).toBeTruthy();
     expect(rejectedParam(withBase({ tools: [tool, { type: 'web_search' }] }))).toBe('tools[1].type');
     expect(rejectedParam(withBase({ tools: [{ type: 'function', parameters: {} }] }))).toBe('tools[0].name');
