@@ -72,105 +72,98 @@ export async function* chatStreamToResponseEvents(
   let finishReason: unknown;
   let usage: JsonObject | undefined;
 
-  const opening = (item: OpenItem): SseEvent[] => {
+  function* opening(item: OpenItem): Generator<SseEvent> {
     const at = { item_id: item.id, output_index: item.outputIndex, content_index: CONTENT_INDEX };
     if (item.key === 'text') {
-      return [
-        event('response.output_item.added', {
-          output_index: item.outputIndex,
-          item: messageItem(item.id, 'in_progress'),
-        }),
-        event('response.content_part.added', { ...at, part: textPart('') }),
-      ];
-    }
-    if (item.key === 'reasoning') {
-      return [
-        event('response.output_item.added', {
-          output_index: item.outputIndex,
-          item: reasoningItem(item.id, 'in_progress'),
-        }),
-        event('response.content_part.added', { ...at, part: reasoningPart('') }),
-      ];
-    }
-    return [
-      event('response.output_item.added', {
+      yield event('response.output_item.added', {
+        output_index: item.outputIndex,
+        item: messageItem(item.id, 'in_progress'),
+      });
+      yield event('response.content_part.added', { ...at, part: textPart('') });
+    } else if (item.key === 'reasoning') {
+      yield event('response.output_item.added', {
+        output_index: item.outputIndex,
+        item: reasoningItem(item.id, 'in_progress'),
+      });
+      yield event('response.content_part.added', { ...at, part: reasoningPart('') });
+    } else {
+      yield event('response.output_item.added', {
         output_index: item.outputIndex,
         item: callItem(item, 'in_progress'),
-      }),
-    ];
-  };
+      });
+    }
+  }
 
-  const closing = (item: OpenItem, status: ItemStatus): SseEvent[] => {
+  function* closing(item: OpenItem, status: ItemStatus): Generator<SseEvent> {
     const at = { item_id: item.id, output_index: item.outputIndex, content_index: CONTENT_INDEX };
-    const events: SseEvent[] = [];
     let done: JsonObject;
     if (item.key === 'text') {
       done = messageItem(item.id, status, item.text);
-      events.push(event('response.output_text.done', { ...at, text: item.text, logprobs: [] }));
-      events.push(event('response.content_part.done', { ...at, part: textPart(item.text) }));
+      yield event('response.output_text.done', { ...at, text: item.text, logprobs: [] });
+      yield event('response.content_part.done', { ...at, part: textPart(item.text) });
     } else if (item.key === 'reasoning') {
       done = reasoningItem(item.id, status, item.text);
-      events.push(event('response.reasoning_text.done', { ...at, text: item.text }));
-      events.push(event('response.content_part.done', { ...at, part: reasoningPart(item.text) }));
+      yield event('response.reasoning_text.done', { ...at, text: item.text });
+      yield event('response.content_part.done', { ...at, part: reasoningPart(item.text) });
     } else {
       done = callItem(item, status);
-      events.push(
-        event('response.function_call_arguments.done', {
-          item_id: item.id,
-          output_index: item.outputIndex,
-          name: item.name ?? '',
-          arguments: item.text,
-        }),
-      );
+      yield event('response.function_call_arguments.done', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        name: item.name ?? '',
+        arguments: item.text,
+      });
     }
-    events.push(event('response.output_item.done', { output_index: item.outputIndex, item: done }));
     output.push(done);
-    return events;
-  };
+    yield event('response.output_item.done', { output_index: item.outputIndex, item: done });
+  }
 
   /** The events for one piece: closing the open item and opening the piece's own when they differ. */
-  const take = (piece: Piece): SseEvent[] => {
+  function* take(piece: Piece): Generator<SseEvent> {
     const slot = piece.kind === 'call' ? slotOf(piece) : -1;
     const key = piece.kind === 'call' ? `call:${slot}` : piece.kind;
-    const events: SseEvent[] = [];
     if (open?.key !== key) {
       if (piece.kind === 'call' && seenCalls.has(slot)) {
         throw new GantryError('UPSTREAM_ERROR', {
           message: 'The upstream sent more of a tool call after the next output had begun',
         });
       }
-      if (open) events.push(...closing(open, 'completed'));
+      if (open) yield* closing(open, 'completed');
       open = { key, id: newItemId(itemPrefix(piece.kind)), outputIndex: output.length, text: '' };
       if (piece.kind === 'call') {
         seenCalls.add(slot);
         open.callId = piece.id ?? `call_${open.id.slice(3)}`;
         open.name = piece.name ?? '';
       }
-      events.push(...opening(open));
+      yield* opening(open);
     }
     const item = open as OpenItem;
     if (piece.kind === 'call' && piece.name && !item.name) item.name = piece.name;
-    if (piece.delta === '') return events;
+    if (piece.delta === '') return;
     item.text += piece.delta;
-    const at = { item_id: item.id, output_index: item.outputIndex };
     if (piece.kind === 'text') {
-      events.push(
-        event('response.output_text.delta', {
-          ...at,
-          content_index: CONTENT_INDEX,
-          delta: piece.delta,
-          logprobs: [],
-        }),
-      );
+      yield event('response.output_text.delta', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        content_index: CONTENT_INDEX,
+        delta: piece.delta,
+        logprobs: [],
+      });
     } else if (piece.kind === 'reasoning') {
-      events.push(
-        event('response.reasoning_text.delta', { ...at, content_index: CONTENT_INDEX, delta: piece.delta }),
-      );
+      yield event('response.reasoning_text.delta', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        content_index: CONTENT_INDEX,
+        delta: piece.delta,
+      });
     } else {
-      events.push(event('response.function_call_arguments.delta', { ...at, delta: piece.delta }));
+      yield event('response.function_call_arguments.delta', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        delta: piece.delta,
+      });
     }
-    return events;
-  };
+  }
 
   const snapshot = responseObject(meta, { status: 'in_progress', output: [] });
   yield event('response.created', { response: snapshot });
