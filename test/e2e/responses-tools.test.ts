@@ -355,6 +355,22 @@ describe('structured output, images and reasoning on the bridge', () => {
     expect(JSON.parse(object.output_text)).toEqual({ name: 'Ada', age: 36 });
   });
 
+  it('gives the SDK’s responses.parse() the parsed JSON and parsed arguments of strict tools', async () => {
+    chatOnly.enqueue({ reply: '{"name":"Ada","age":36}' }, { toolCalls: CALLS.slice(0, 1) });
+    const format = {
+      type: 'json_schema' as const,
+      name: 'person',
+      schema: { type: 'object', properties: { name: { type: 'string' }, age: { type: 'integer' } } },
+      strict: true,
+    };
+    const parsed = await client.responses.parse({ model: BRIDGED, input: 'Who?', text: { format } });
+    expect(parsed.output_parsed).toEqual({ name: 'Ada', age: 36 });
+
+    const called = await client.responses.parse({ model: BRIDGED, input: 'Weather?', tools: [WEATHER] });
+    const call = called.output[0];
+    expect(call?.type === 'function_call' ? call.parsed_arguments : undefined).toEqual({ city: 'Paris' });
+  });
+
   it('sends input_image parts as chat image_url parts, and refuses images by file_id', async () => {
     const dataUrl = 'data:image/png;base64,iVBORw0KGgo=';
     await client.responses.create({
