@@ -79,6 +79,7 @@ async function passThrough(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'responses',
     model,
+    // MERGE(helper C): tool definitions count: countResponsesInputTokens(input, instructions, [], req.tools).
     countInputTokens: () => countResponsesInputTokens(req.input, stringOrUndefined(req.instructions)),
     outputTokens: maxOutputTokens(body, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
@@ -135,7 +136,7 @@ async function bridge(
   }
   const { chatBody, conversation } = responsesToChat(req, previous);
   // MERGE(helper C): images of a bridged request meet the chat route's image capability check here:
-  // rejectImagesUnlessCapable(model, chatBody.messages) from src/inference/validate.ts, once it exists.
+  // rejectImagesUnlessCapable(model.entry, chatBody.messages) from src/inference/validate.ts.
   const meta: ResponseMeta = {
     id: `resp_${randomBytes(24).toString('hex')}`,
     model: req.model as string,
@@ -162,7 +163,7 @@ async function bridge(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'responses',
     model,
-    // MERGE(helper C): pass req.tools once countResponsesInputTokens takes them (tool definitions count).
+    // MERGE(helper C): tool definitions count: pass req.tools as countResponsesInputTokens' 4th argument.
     countInputTokens: () =>
       countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), previous.map(countable)),
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
