@@ -14,7 +14,7 @@ import {
   responseObject,
   responseUsage,
 } from './response.js';
-import { type ChatMessage, isObject, type ResponseMeta } from './types.js';
+import { type ChatMessage, isObject, type ResponseMeta, reasoningOf } from './types.js';
 import { inputMessages, passthroughParams } from './validate.js';
 
 export { hasImages } from './input.js';
@@ -82,7 +82,7 @@ function withoutKnownCalls(messages: ChatMessage[], previous: ChatMessage[]): Ch
 }
 
 /**
- * A non-streamed chat.completion → the Response object: the reasoning item (chat's `reasoning_content`),
+ * A non-streamed chat.completion → the Response object: the reasoning item (reasoningOf),
  * the message item (left out when the model only called tools), then one function_call item per tool call.
  */
 export function chatCompletionToResponse(completion: JsonObject, meta: ResponseMeta): JsonObject {
@@ -90,7 +90,7 @@ export function chatCompletionToResponse(completion: JsonObject, meta: ResponseM
   const choice: unknown = choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0) ?? choices[0];
   const message = isObject(choice) && isObject(choice.message) ? choice.message : {};
   const text = typeof message.content === 'string' ? message.content : '';
-  const reasoning = typeof message.reasoning_content === 'string' ? message.reasoning_content : '';
+  const reasoning = reasoningOf(message);
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
   const output: JsonObject[] = [];

@@ -12,7 +12,7 @@ import {
   responseUsage,
   textPart,
 } from './response.js';
-import { isObject, type ResponseMeta } from './types.js';
+import { isObject, type ResponseMeta, reasoningOf } from './types.js';
 
 /** Every item the bridge streams has at most one content part. */
 const CONTENT_INDEX = 0;
@@ -211,15 +211,14 @@ function callItem(item: OpenItem, status: ItemStatus): JsonObject {
 }
 
 /**
- * A chat delta's pieces: reasoning (`reasoning_content`, the field vLLM and DeepSeek use), text, then
+ * A chat delta's pieces: reasoning (see reasoningOf), text, then
  * tool call deltas in OpenAI's form (index; id, type and name on a call's first delta; arguments in pieces).
  */
 function piecesOf(delta: unknown): Piece[] {
   if (!isObject(delta)) return [];
   const pieces: Piece[] = [];
-  if (typeof delta.reasoning_content === 'string' && delta.reasoning_content !== '') {
-    pieces.push({ kind: 'reasoning', delta: delta.reasoning_content });
-  }
+  const reasoning = reasoningOf(delta);
+  if (reasoning !== '') pieces.push({ kind: 'reasoning', delta: reasoning });
   if (typeof delta.content === 'string' && delta.content !== '') {
     pieces.push({ kind: 'text', delta: delta.content });
   }

@@ -44,3 +44,13 @@ export interface ResponseMeta {
 export function isObject(value: unknown): value is JsonObject {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
+
+/**
+ * The reasoning text of a chat message or delta: `reasoning_content` (DeepSeek, older vLLM, Gantry's
+ * Anthropic adapter) or `reasoning` (vLLM since its rename, OpenRouter). Servers that send both send the
+ * same text twice, so one is read.
+ */
+export function reasoningOf(message: JsonObject): string {
+  const text = message.reasoning_content ?? message.reasoning;
+  return typeof text === 'string' ? text : '';
+}

@@ -354,4 +354,17 @@ describe('chatStreamToResponseEvents', () => {
       ['call_b', 'g', '{"y":2}'],
     ]);
   });
+
+  it('reads reasoning from vLLM’s `reasoning` field too, once when a server sends both names', async () => {
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: '' }),
+      deltaChunk({ reasoning: 'Hmm.' }),
+      deltaChunk({ reasoning: ' Yes.', reasoning_content: ' Yes.' }),
+      deltaChunk({ content: 'OK' }),
+      deltaChunk({}, 'stop'),
+    ]);
+    checkEvents(events);
+    const output = finalOf(events).output as JsonObject[];
+    expect(output[0]).toMatchObject({ type: 'reasoning', content: [{ text: 'Hmm. Yes.' }] });
+  });
 });
