@@ -94,7 +94,10 @@ export function chatCompletionToResponse(completion: JsonObject, meta: ResponseM
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
   const output: JsonObject[] = [];
-  if (reasoning !== '') output.push(reasoningItem(newItemId('rs'), outcome.status, reasoning));
+  const thinking = Array.isArray(message.thinking_blocks) ? message.thinking_blocks : [];
+  if (reasoning !== '' || thinking.length > 0) {
+    output.push(reasoningItem(newItemId('rs'), outcome.status, reasoning, thinking));
+  }
   if (text !== '' || calls.length === 0) output.push(messageItem(newItemId('msg'), outcome.status, text));
   for (const call of calls) {
     const fn = isObject(call.function) ? call.function : {};

@@ -4,7 +4,13 @@
  * offending item, as OpenAI does.
  */
 import { invalidParameter } from '../errors.js';
-import { type ChatContentPart, type ChatMessage, type ChatToolCall, isObject } from './types.js';
+import {
+  type ChatContentPart,
+  type ChatMessage,
+  type ChatToolCall,
+  decodeThinking,
+  isObject,
+} from './types.js';
 
 const INPUT_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'system', 'developer']);
 const IMAGE_DETAILS: ReadonlySet<string> = new Set(['auto', 'low', 'high', 'original']);
@@ -16,8 +22,9 @@ export function inputMessages(input: unknown): ChatMessage[] {
   }
   if (input.length === 0) throw invalidParameter('input', 'input must not be an empty array');
   const messages: ChatMessage[] = [];
+  const pending: Pending = { thinking: [] };
   input.forEach((item: unknown, i) => {
-    addItem(messages, item, `input[${i}]`);
+    addItem(messages, pending, item, `input[${i}]`);
   });
   return messages;
 }
@@ -27,23 +34,36 @@ export function hasImages(messages: readonly ChatMessage[]): boolean {
   return messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'));
 }
 
-function addItem(messages: ChatMessage[], item: unknown, where: string): void {
+/** Thinking blocks of reasoning items, waiting for the assistant turn that follows them. */
+interface Pending {
+  thinking: unknown[];
+}
+
+function addItem(messages: ChatMessage[], pending: Pending, item: unknown, where: string): void {
   if (!isObject(item)) throw invalidParameter(where, `${where} must be an object`);
   const type = item.type ?? 'message';
   switch (type) {
-    case 'message':
-      messages.push(messageItem(item, where));
+    case 'message': {
+      const message = messageItem(item, where);
+      if (message.role === 'assistant') takeThinking(message, pending);
+      messages.push(message);
       return;
+    }
     case 'function_call':
       addFunctionCall(messages, functionCall(item, where));
+      takeThinking(messages[messages.length - 1] as ChatMessage, pending);
       return;
     case 'function_call_output':
       messages.push(functionCallOutput(item, where));
       return;
-    case 'reasoning':
+    case 'reasoning': {
       // A previous answer's reasoning, sent back as the SDKs do with `...response.output`. Chat
-      // completions takes no reasoning in its input (DeepSeek and vLLM ask that it not be sent back).
+      // completions takes no reasoning text in its input (DeepSeek and vLLM ask that it not be sent
+      // back); the upstream's signed thinking blocks, if the item carries them, go to the next turn.
+      const blocks = decodeThinking(item.encrypted_content);
+      if (blocks) pending.thinking.push(...blocks);
       return;
+    }
     default:
       throw invalidParameter(
         `${where}.type`,
@@ -63,6 +83,12 @@ function addFunctionCall(messages: ChatMessage[], call: ChatToolCall): void {
     return;
   }
   messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+}
+
+function takeThinking(message: ChatMessage, pending: Pending): void {
+  if (pending.thinking.length === 0) return;
+  message.thinking_blocks = [...(message.thinking_blocks ?? []), ...pending.thinking];
+  pending.thinking = [];
 }
 
 function functionCall(item: Record<string, unknown>, where: string): ChatToolCall {

@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { JsonObject } from '../../providers/types.js';
 import { echoReasoning, echoText, echoTools } from './chat-options.js';
-import { type ChatMessage, type ChatToolCall, isObject, type ResponseMeta } from './types.js';
+import {
+  type ChatMessage,
+  type ChatToolCall,
+  decodeThinking,
+  encodeThinking,
+  isObject,
+  type ResponseMeta,
+} from './types.js';
 
 export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
@@ -48,16 +55,24 @@ export function functionCallItem(
 /**
  * A reasoning output item holding the model's own reasoning text (chat's `reasoning_content`) as one
  * reasoning_text part; chat upstreams give no summary, so `summary` stays empty. `text` undefined gives
- * the empty item announced before any part.
+ * the empty item announced before any part. `thinking`: the upstream's signed thinking blocks, carried
+ * in `encrypted_content` (see encodeThinking).
  */
-export function reasoningItem(id: string, status: ItemStatus, text?: string): JsonObject {
-  return {
+export function reasoningItem(
+  id: string,
+  status: ItemStatus,
+  text?: string,
+  thinking?: readonly unknown[],
+): JsonObject {
+  const item: JsonObject = {
     id,
     type: 'reasoning',
     status,
     summary: [],
     content: text === undefined ? [] : [reasoningPart(text)],
   };
+  if (thinking && thinking.length > 0) item.encrypted_content = encodeThinking(thinking);
+  return item;
 }
 
 export function reasoningPart(text: string): JsonObject {
@@ -65,12 +80,15 @@ export function reasoningPart(text: string): JsonObject {
 }
 
 /**
- * The assistant turn the output items make, as a chat message for the response history: its text and
- * its tool calls (reasoning is not sent back to chat upstreams, which ask that it not be).
+ * The assistant turn the output items make, as a chat message for the response history: its text, its
+ * tool calls, and the upstream's thinking blocks when there are any (the reasoning text itself is not
+ * sent back: chat upstreams ask that it not be).
  */
 export function assistantTurn(output: readonly JsonObject[]): ChatMessage {
   const calls: ChatToolCall[] = [];
+  const thinking: unknown[] = [];
   for (const item of output) {
+    if (item.type === 'reasoning') thinking.push(...(decodeThinking(item.encrypted_content) ?? []));
     if (item.type !== 'function_call') continue;
     calls.push({
       id: String(item.call_id),
@@ -79,8 +97,12 @@ export function assistantTurn(output: readonly JsonObject[]): ChatMessage {
     });
   }
   const text = outputText(output);
-  if (calls.length === 0) return { role: 'assistant', content: text };
-  return { role: 'assistant', content: text === '' ? null : text, tool_calls: calls };
+  const turn: ChatMessage =
+    calls.length === 0
+      ? { role: 'assistant', content: text }
+      : { role: 'assistant', content: text === '' ? null : text, tool_calls: calls };
+  if (thinking.length > 0) turn.thinking_blocks = thinking;
+  return turn;
 }
 
 export function textPart(text: string): JsonObject {

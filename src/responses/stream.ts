@@ -28,11 +28,14 @@ interface OpenItem {
   /** Function calls only. */
   callId?: string;
   name?: string;
+  /** Reasoning only: the upstream's signed thinking blocks (see reasoningItem). */
+  thinking?: unknown[];
 }
 
 /** One piece of a chat chunk, in the order the bridge emits them. */
 type Piece =
   | { kind: 'reasoning'; delta: string }
+  | { kind: 'thinking'; blocks: unknown[] }
   | { kind: 'text'; delta: string }
   | { kind: 'call'; index: number; id?: string; name?: string; delta: string };
 
@@ -102,7 +105,7 @@ export async function* chatStreamToResponseEvents(
       yield event('response.output_text.done', { ...at, text: item.text, logprobs: [] });
       yield event('response.content_part.done', { ...at, part: textPart(item.text) });
     } else if (item.key === 'reasoning') {
-      done = reasoningItem(item.id, status, item.text);
+      done = reasoningItem(item.id, status, item.text, item.thinking);
       yield event('response.reasoning_text.done', { ...at, text: item.text });
       yield event('response.content_part.done', { ...at, part: reasoningPart(item.text) });
     } else {
@@ -121,7 +124,7 @@ export async function* chatStreamToResponseEvents(
   /** The events for one piece: closing the open item and opening the piece's own when they differ. */
   function* take(piece: Piece): Generator<SseEvent> {
     const slot = piece.kind === 'call' ? slotOf(piece) : -1;
-    const key = piece.kind === 'call' ? `call:${slot}` : piece.kind;
+    const key = piece.kind === 'call' ? `call:${slot}` : piece.kind === 'thinking' ? 'reasoning' : piece.kind;
     if (open?.key !== key) {
       if (piece.kind === 'call' && seenCalls.has(slot)) {
         throw new GantryError('UPSTREAM_ERROR', {
@@ -138,6 +141,10 @@ export async function* chatStreamToResponseEvents(
       yield* opening(open);
     }
     const item = open as OpenItem;
+    if (piece.kind === 'thinking') {
+      item.thinking = [...(item.thinking ?? []), ...piece.blocks];
+      return;
+    }
     if (piece.kind === 'call' && piece.name && !item.name) item.name = piece.name;
     if (piece.delta === '') return;
     item.text += piece.delta;
@@ -199,7 +206,7 @@ export async function* chatStreamToResponseEvents(
 
 function itemPrefix(kind: Piece['kind']): 'msg' | 'rs' | 'fc' {
   if (kind === 'text') return 'msg';
-  return kind === 'reasoning' ? 'rs' : 'fc';
+  return kind === 'call' ? 'fc' : 'rs';
 }
 
 function callItem(item: OpenItem, status: ItemStatus): JsonObject {
@@ -219,6 +226,10 @@ function piecesOf(delta: unknown): Piece[] {
   const pieces: Piece[] = [];
   const reasoning = reasoningOf(delta);
   if (reasoning !== '') pieces.push({ kind: 'reasoning', delta: reasoning });
+  // Complete signed thinking blocks, sent once each is done (Gantry's Anthropic adapter).
+  if (Array.isArray(delta.thinking_blocks) && delta.thinking_blocks.length > 0) {
+    pieces.push({ kind: 'thinking', blocks: delta.thinking_blocks });
+  }
   if (typeof delta.content === 'string' && delta.content !== '') {
     pieces.push({ kind: 'text', delta: delta.content });
   }

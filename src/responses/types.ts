@@ -23,6 +23,11 @@ export interface ChatMessage {
   tool_calls?: ChatToolCall[];
   /** On a `tool` message: the call it answers. */
   tool_call_id?: string;
+  /**
+   * On an assistant message: the upstream's signed thinking blocks (Gantry's Anthropic adapter, as
+   * LiteLLM does), sent back unchanged on the next turn, which Anthropic requires around tool use.
+   */
+  thinking_blocks?: unknown[];
 }
 
 /** What a bridged Response needs besides the upstream's answer. */
@@ -53,4 +58,23 @@ export function isObject(value: unknown): value is JsonObject {
 export function reasoningOf(message: JsonObject): string {
   const text = message.reasoning_content ?? message.reasoning;
   return typeof text === 'string' ? text : '';
+}
+
+/**
+ * Thinking blocks travel in a reasoning item's `encrypted_content` (opaque to clients, as OpenAI's is):
+ * base64 of their JSON. A client that sends the item back (stateless, store false) gets them replayed.
+ */
+export function encodeThinking(blocks: readonly unknown[]): string {
+  return Buffer.from(JSON.stringify(blocks)).toString('base64');
+}
+
+/** The thinking blocks of an `encrypted_content`; undefined for anything that is not Gantry's. */
+export function decodeThinking(value: unknown): unknown[] | undefined {
+  if (typeof value !== 'string' || value === '') return undefined;
+  try {
+    const blocks: unknown = JSON.parse(Buffer.from(value, 'base64').toString('utf8'));
+    return Array.isArray(blocks) && blocks.every(isObject) ? blocks : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -410,4 +410,42 @@ describe('tools, formats, images and reasoning on the bridge', () => {
     expect(output.map((o) => o.type)).toEqual(['function_call']);
     expect(assistantTurn(output)).toMatchObject({ content: null });
   });
+
+  it('round-trips signed thinking blocks: the reasoning item carries them, sent back they precede the calls', () => {
+    const blocks = [
+      { type: 'thinking', thinking: 'Need f.', signature: 'sig-1' },
+      { type: 'redacted_thinking', data: 'opaque' },
+    ];
+    const body = completion(null, 'tool_calls');
+    const message = body.choices[0]?.message as JsonObject;
+    message.reasoning_content = 'Need f.';
+    message.thinking_blocks = blocks;
+    message.tool_calls = [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }];
+    const response = chatCompletionToResponse(body, meta({ tools: [tool] }));
+    assertOpenAISchema('Response', response);
+    const output = response.output as JsonObject[];
+    expect(output[0]).toMatchObject({ type: 'reasoning', encrypted_content: expect.any(String) });
+    expect(assistantTurn(output).thinking_blocks).toEqual(blocks);
+
+    // Stateless: the client sends the output back as input, with the tool's result.
+    const { chatBody } = toChat({
+      model: 'm',
+      tools: [tool],
+      input: [
+        { role: 'user', content: 'q' },
+        ...output,
+        { type: 'function_call_output', call_id: 'call_1', output: 'r' },
+      ],
+    });
+    expect(chatBody.messages).toEqual([
+      { role: 'user', content: 'q' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        thinking_blocks: blocks,
+      },
+      { role: 'tool', tool_call_id: 'call_1', content: 'r' },
+    ]);
+  });
 });

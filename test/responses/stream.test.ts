@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../../src/errors.js';
-import { chatStreamToResponseEvents } from '../../src/responses/bridge.js';
+import { assistantTurn, chatStreamToResponseEvents } from '../../src/responses/bridge.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 import { chatChunks, collect, iterate, meta, type Parsed, RESPONSE_ID } from './fixtures.js';
 
@@ -366,5 +366,28 @@ describe('chatStreamToResponseEvents', () => {
     checkEvents(events);
     const output = finalOf(events).output as JsonObject[];
     expect(output[0]).toMatchObject({ type: 'reasoning', content: [{ text: 'Hmm. Yes.' }] });
+  });
+
+  it('carries signed thinking blocks in the reasoning item, and into the history turn', async () => {
+    const blocks = [{ type: 'thinking', thinking: 'Weather needs a tool.', signature: 'sig-abc' }];
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: '' }),
+      deltaChunk({ reasoning_content: 'Weather needs a tool.' }),
+      deltaChunk({ thinking_blocks: blocks }),
+      ...callChunks(0, 'call_a', 'get_weather', ['{"city":"Oslo"}']),
+      deltaChunk({}, 'tool_calls'),
+    ]);
+    checkEvents(events);
+    const output = finalOf(events).output as JsonObject[];
+    expect(output.map((o) => o.type)).toEqual(['reasoning', 'function_call']);
+    expect(typeof output[0]?.encrypted_content).toBe('string');
+    expect(assistantTurn(output)).toEqual({
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+      ],
+      thinking_blocks: blocks,
+    });
   });
 });
