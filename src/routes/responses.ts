@@ -284,10 +284,14 @@ const RELAYED: Record<number, ErrorId> = {
  * param and code (e.g. 404 previous_response_not_found), so the SDK raises the matching error and does
  * not retry. 401/403/429 keep their mapping (Gantry's credentials and limits), and so does a 404 that
  * is not about a previous response (the model is missing upstream: Gantry's routing, not the client).
+ * Where fromUpstream already relayed the error with the upstream's code, it is left as it is.
  */
 function relayClientError(err: unknown): unknown {
   if (!(err instanceof GantryError) || !(err.cause instanceof UpstreamError)) return err;
   const upstream = err.cause;
+  if (err.errorId !== 'UPSTREAM_ERROR' && (err.code !== err.errorId.toLowerCase() || !upstream.code)) {
+    return err;
+  }
   const status = upstream.status;
   if (upstream.failure !== 'status' || status === undefined) return err;
   const errorId = RELAYED[status];
