@@ -527,6 +527,18 @@ describe('stored responses: retrieve and delete', () => {
     expect(native.requests.at(-1)?.body?.previous_response_id).toBe(first.id);
   });
 
+  it('answers 404 for a passed-through response its upstream has forgotten, and forgets it too', async () => {
+    const created = await client.responses.create({ model: NATIVE, input: 'short-lived' });
+    const owner = gantry.store.getAccountByName('test');
+    expect(owner && gantry.store.getResponse(created.id, owner.id)).toBeTruthy();
+    native.storedResponses.delete(created.id);
+    await expect(client.responses.retrieve(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.responses.delete(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const account = gantry.store.getAccountByName('test');
+    if (!account) throw new Error('no test account');
+    expect(gantry.store.getResponse(created.id, account.id)).toBeUndefined();
+  });
+
   it('remembers the provider of a streamed passed-through response too', async () => {
     const final = await client.responses.stream({ model: NATIVE, input: 'native stream' }).finalResponse();
     const got = await client.responses.retrieve(final.id);
