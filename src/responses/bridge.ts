@@ -5,8 +5,10 @@
  */
 import type { JsonObject } from '../../providers/types.js';
 import { chatOptions } from './chat-options.js';
+import type { ItemResolver } from './input.js';
 import {
   functionCallItem,
+  itemId,
   messageItem,
   newItemId,
   outcomeOf,
@@ -17,8 +19,8 @@ import {
 import { type ChatMessage, isObject, type ResponseMeta, reasoningOf } from './types.js';
 import { inputMessages, passthroughParams } from './validate.js';
 
-export { hasImages } from './input.js';
-export { assistantTurn } from './response.js';
+export { hasImages, type ItemResolver } from './input.js';
+export { assistantTurn, responseOfItem } from './response.js';
 export { chatStreamToResponseEvents } from './stream.js';
 export type { ChatMessage, ResponseMeta } from './types.js';
 export { type ValidateOptions, validateResponsesRequest } from './validate.js';
@@ -41,8 +43,9 @@ const SAME_NAME = [
 export function responsesToChat(
   req: JsonObject,
   previous: ChatMessage[],
+  resolve?: ItemResolver,
 ): { chatBody: JsonObject; conversation: ChatMessage[] } {
-  const conversation = [...previous, ...withoutKnownCalls(inputMessages(req.input), previous)];
+  const conversation = [...previous, ...withoutKnownCalls(inputMessages(req.input, resolve), previous)];
   const instructions =
     typeof req.instructions === 'string' && req.instructions !== '' ? req.instructions : null;
   const messages: ChatMessage[] = instructions
@@ -94,15 +97,16 @@ export function chatCompletionToResponse(completion: JsonObject, meta: ResponseM
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
   const output: JsonObject[] = [];
+  const id = (prefix: 'msg' | 'fc' | 'rs') => itemId(meta.id, prefix, output.length);
   const thinking = Array.isArray(message.thinking_blocks) ? message.thinking_blocks : [];
   if (reasoning !== '' || thinking.length > 0) {
-    output.push(reasoningItem(newItemId('rs'), outcome.status, reasoning, thinking));
+    output.push(reasoningItem(id('rs'), outcome.status, reasoning, thinking));
   }
-  if (text !== '' || calls.length === 0) output.push(messageItem(newItemId('msg'), outcome.status, text));
+  if (text !== '' || calls.length === 0) output.push(messageItem(id('msg'), outcome.status, text));
   for (const call of calls) {
     const fn = isObject(call.function) ? call.function : {};
     output.push(
-      functionCallItem(newItemId('fc'), outcome.status, {
+      functionCallItem(id('fc'), outcome.status, {
         callId: typeof call.id === 'string' ? call.id : newItemId('fc'),
         name: typeof fn.name === 'string' ? fn.name : '',
         arguments: typeof fn.arguments === 'string' ? fn.arguments : '',

@@ -3,6 +3,8 @@
  * previous answer produced and the function_call_output items that answer them. Throws naming the
  * offending item, as OpenAI does.
  */
+
+import type { JsonObject } from '../../providers/types.js';
 import { invalidParameter } from '../errors.js';
 import {
   type ChatContentPart,
@@ -15,7 +17,13 @@ import {
 const INPUT_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'system', 'developer']);
 const IMAGE_DETAILS: ReadonlySet<string> = new Set(['auto', 'low', 'high', 'original']);
 
-export function inputMessages(input: unknown): ChatMessage[] {
+/**
+ * Finds the output item an `item_reference` names (among the account's stored bridged responses);
+ * undefined when there is none. Without one (validation only), references are checked for shape.
+ */
+export type ItemResolver = (id: string) => JsonObject | undefined;
+
+export function inputMessages(input: unknown, resolve?: ItemResolver): ChatMessage[] {
   if (typeof input === 'string') return [{ role: 'user', content: input }];
   if (!Array.isArray(input)) {
     throw invalidParameter('input', 'input is required and must be a string or an array of input items');
@@ -24,7 +32,7 @@ export function inputMessages(input: unknown): ChatMessage[] {
   const messages: ChatMessage[] = [];
   const pending: Pending = { thinking: [] };
   input.forEach((item: unknown, i) => {
-    addItem(messages, pending, item, `input[${i}]`);
+    addItem(messages, pending, referenced(item, `input[${i}]`, resolve), `input[${i}]`);
   });
   return messages;
 }
@@ -32,6 +40,25 @@ export function inputMessages(input: unknown): ChatMessage[] {
 /** True when any message carries an image part (the route checks the model takes images). */
 export function hasImages(messages: readonly ChatMessage[]): boolean {
   return messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url'));
+}
+
+/**
+ * The item an `item_reference` stands for (the AI SDK sends its earlier output items so when store is
+ * on), or the item itself. Only items of the bridge's own stored responses can be referenced.
+ */
+function referenced(item: unknown, where: string, resolve: ItemResolver | undefined): unknown {
+  if (!isObject(item) || item.type !== 'item_reference') return item;
+  const id = item.id;
+  if (typeof id !== 'string' || id === '') {
+    throw invalidParameter(`${where}.id`, `${where}.id must be a non-empty string`);
+  }
+  // Validation alone: the reference is resolved when the chat body is built.
+  if (!resolve) return { type: 'reasoning' };
+  const found = resolve(id);
+  if (!found || found.type === 'item_reference' || found.type === 'function_call_output') {
+    throw invalidParameter(`${where}.id`, `${where}.id: no output item ${id} in your stored responses`);
+  }
+  return found;
 }
 
 /** Thinking blocks of reasoning items, waiting for the assistant turn that follows them. */
@@ -67,7 +94,7 @@ function addItem(messages: ChatMessage[], pending: Pending, item: unknown, where
     default:
       throw invalidParameter(
         `${where}.type`,
-        `${where}.type ${JSON.stringify(type)} is not supported for this model: only message, function_call, function_call_output and reasoning items can be bridged onto chat completions`,
+        `${where}.type ${JSON.stringify(type)} is not supported for this model: only message, function_call, function_call_output, reasoning and item_reference items can be bridged onto chat completions`,
       );
   }
 }

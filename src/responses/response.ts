@@ -32,8 +32,29 @@ export function newMessageId(): string {
 }
 
 /** An output item id: `msg`, `fc` (function call) or `rs` (reasoning), `_`, 48 hex digits. */
-export function newItemId(prefix: 'msg' | 'fc' | 'rs'): string {
+export function newItemId(prefix: ItemPrefix): string {
   return `${prefix}_${randomBytes(24).toString('hex')}`;
+}
+
+export type ItemPrefix = 'msg' | 'fc' | 'rs';
+
+const RESPONSE_HEX = /^resp_([0-9a-f]{48})$/;
+const ITEM_OF_RESPONSE = /^(?:msg|fc|rs)_([0-9a-f]{48})[0-9a-f]{2,}$/;
+
+/**
+ * The id of output item `index` of response `responseId`: the prefix, the response's 48 hex digits, the
+ * index in hex. An `item_reference` to it then leads back to its response without an index of items
+ * (responseOfItem). Ids not of the route's shape get a random item id.
+ */
+export function itemId(responseId: string, prefix: ItemPrefix, index: number): string {
+  const hex = RESPONSE_HEX.exec(responseId)?.[1];
+  return hex === undefined ? newItemId(prefix) : `${prefix}_${hex}${index.toString(16).padStart(2, '0')}`;
+}
+
+/** The response an item id made by itemId belongs to; undefined for any other id. */
+export function responseOfItem(id: string): string | undefined {
+  const hex = ITEM_OF_RESPONSE.exec(id)?.[1];
+  return hex === undefined ? undefined : `resp_${hex}`;
 }
 
 /** A function_call output item; `call_id` is the chat tool call's id, which the client answers with. */

@@ -3,8 +3,8 @@ import { GantryError } from '../errors.js';
 import {
   functionCallItem,
   type ItemStatus,
+  itemId,
   messageItem,
-  newItemId,
   outcomeOf,
   reasoningItem,
   reasoningPart,
@@ -132,7 +132,8 @@ export async function* chatStreamToResponseEvents(
         });
       }
       if (open) yield* closing(open, 'completed');
-      open = { key, id: newItemId(itemPrefix(piece.kind)), outputIndex: output.length, text: '' };
+      const outputIndex = output.length;
+      open = { key, id: itemId(meta.id, itemPrefix(piece.kind), outputIndex), outputIndex, text: '' };
       if (piece.kind === 'call') {
         seenCalls.add(slot);
         open.callId = piece.id ?? `call_${open.id.slice(3)}`;

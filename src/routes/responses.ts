@@ -22,6 +22,7 @@ import {
   chatCompletionToResponse,
   chatStreamToResponseEvents,
   type ResponseMeta,
+  responseOfItem,
   responsesToChat,
   validateResponsesRequest,
 } from '../responses/bridge.js';
@@ -134,7 +135,13 @@ async function bridge(
     if (!stored) throw responseNotFound(req.previous_response_id, 'previous_response_id');
     previous = stored.conversation as unknown as ChatMessage[];
   }
-  const { chatBody, conversation } = responsesToChat(req, previous);
+  const { chatBody, conversation } = responsesToChat(req, previous, (id) => {
+    // An item_reference names an output item of one of the account's bridged responses (itemId).
+    const responseId = responseOfItem(id);
+    const stored = responseId === undefined ? undefined : gantry.store.getResponse(responseId, account.id);
+    const output = stored?.response.output;
+    return Array.isArray(output) ? output.find((item: JsonObject) => item.id === id) : undefined;
+  });
   // MERGE(helper C): images of a bridged request meet the chat route's image capability check here:
   // rejectImagesUnlessCapable(model.entry, chatBody.messages) from src/inference/validate.ts.
   const meta: ResponseMeta = {

@@ -162,7 +162,7 @@ describe('function tools on the bridge', () => {
     expect(a).toMatchObject({ type: 'function_call', status: 'completed', name: 'get_weather' });
     expect(b).toMatchObject({ type: 'function_call', status: 'completed', name: 'get_time' });
     if (a?.type !== 'function_call' || b?.type !== 'function_call') throw new Error('no function calls');
-    expect(a.id).toMatch(/^fc_[0-9a-f]{48}$/);
+    expect(a.id).toMatch(/^fc_[0-9a-f]{50}$/);
     expect(a.arguments).toBe(CALLS[0]?.arguments);
     expect(b.arguments).toBe(CALLS[1]?.arguments);
     expect(a.call_id).not.toBe(b.call_id);
@@ -281,6 +281,56 @@ describe('function tools on the bridge', () => {
       },
       { role: 'tool', tool_call_id: call.call_id, content: 'sunny' },
     ]);
+  });
+
+  it('resolves item_reference items to earlier output, as the AI SDK sends them with store on', async () => {
+    chatOnly.enqueue({ reply: 'Let me check.', toolCalls: CALLS.slice(0, 1) });
+    const first = await client.responses.create({ model: BRIDGED, input: 'Weather?', tools: [WEATHER] });
+    const call = first.output.find((o) => o.type === 'function_call');
+    if (call?.type !== 'function_call' || !call.id) throw new Error('no function call');
+    await client.responses.create({
+      model: BRIDGED,
+      tools: [WEATHER],
+      input: [
+        { role: 'user', content: 'Weather?' },
+        { type: 'item_reference', id: call.id },
+        { type: 'function_call_output', call_id: call.call_id, output: 'rain' },
+      ],
+    });
+    expect(last(chatOnly.requests).messages).toEqual([
+      { role: 'user', content: 'Weather?' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          {
+            id: call.call_id,
+            type: 'function',
+            function: { name: 'get_weather', arguments: call.arguments },
+          },
+        ],
+      },
+      { role: 'tool', tool_call_id: call.call_id, content: 'rain' },
+    ]);
+
+    // Another account's items, or ids Gantry never made, are not there.
+    const other = new OpenAI({ baseURL: gantry.baseURL, apiKey: gantry.otherKey, maxRetries: 0 });
+    for (const [c, id] of [
+      [other, call.id],
+      [client, 'fc_unknown'],
+    ] as const) {
+      const err = await c.responses
+        .create({
+          model: BRIDGED,
+          input: [
+            { role: 'user', content: 'x' },
+            { type: 'item_reference', id },
+          ],
+        })
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as APIError).param).toBe('input[1].id');
+    }
   });
 
   it('takes function_call items in input and a named tool_choice', async () => {

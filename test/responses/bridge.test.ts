@@ -4,6 +4,7 @@ import {
   assistantTurn,
   type ChatMessage,
   chatCompletionToResponse,
+  responseOfItem,
   responsesToChat,
   validateResponsesRequest,
 } from '../../src/responses/bridge.js';
@@ -187,7 +188,7 @@ describe('chatCompletionToResponse', () => {
     const output = response.output as JsonObject[];
     expect(output).toHaveLength(1);
     expect(output[0]).toEqual({
-      id: expect.stringMatching(/^msg_[0-9a-f]{48}$/),
+      id: expect.stringMatching(/^msg_[0-9a-f]{50}$/),
       type: 'message',
       status: 'completed',
       role: 'assistant',
@@ -247,11 +248,15 @@ describe('chatCompletionToResponse', () => {
     });
   });
 
-  it('gives each response a fresh message id', () => {
+  it('gives each response its own item ids, which lead back to it', () => {
+    const other = { ...meta(), id: `resp_${'f'.repeat(48)}` };
     const a = chatCompletionToResponse(completion('x', 'stop'), meta());
-    const b = chatCompletionToResponse(completion('x', 'stop'), meta());
-    const id = (r: JsonObject) => (r.output as JsonObject[])[0]?.id;
+    const b = chatCompletionToResponse(completion('x', 'stop'), other);
+    const id = (r: JsonObject) => String((r.output as JsonObject[])[0]?.id);
     expect(id(a)).not.toBe(id(b));
+    expect(responseOfItem(id(a))).toBe(RESPONSE_ID);
+    expect(responseOfItem(id(b))).toBe(other.id);
+    expect(responseOfItem('msg_123')).toBeUndefined();
   });
 });
 
@@ -384,7 +389,7 @@ describe('tools, formats, images and reasoning on the bridge', () => {
     const output = response.output as JsonObject[];
     expect(output.map((o) => o.type)).toEqual(['reasoning', 'message', 'function_call']);
     expect(output[2]).toEqual({
-      id: expect.stringMatching(/^fc_[0-9a-f]{48}$/),
+      id: expect.stringMatching(/^fc_[0-9a-f]{50}$/),
       type: 'function_call',
       status: 'completed',
       call_id: 'call_1',

@@ -99,7 +99,7 @@ describe('chatStreamToResponseEvents', () => {
     }
     const item = added?.item as JsonObject;
     expect(item).toEqual({
-      id: expect.stringMatching(/^msg_[0-9a-f]{48}$/),
+      id: expect.stringMatching(/^msg_[0-9a-f]{50}$/),
       type: 'message',
       status: 'in_progress',
       content: [],

@@ -103,13 +103,11 @@ describe('validateResponsesRequest', () => {
       'input[0].output',
     ],
     [
-      'an item reference',
-      [
-        { role: 'user', content: 'x' },
-        { type: 'item_reference', id: 'msg_1' },
-      ],
-      'input[1].type',
+      'an item reference without id',
+      [{ role: 'user', content: 'x' }, { type: 'item_reference' }],
+      'input[1].id',
     ],
+    ['an unknown item type', [{ type: 'computer_call_output', call_id: 'c' }], 'input[0].type'],
     ['numeric content', [{ role: 'user', content: 5 }], 'input[0].content'],
     ['empty content parts', [{ role: 'user', content: [] }], 'input[0].content'],
     ['a non-object part', [{ role: 'user', content: ['x'] }], 'input[0].content[0]'],
