@@ -3,7 +3,7 @@ import { type AbortSource, onAbort } from './abort.js';
 
 /** What every call through undici's dispatch API needs (json-call.ts, stream-call.ts). */
 export interface CallOptions {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   path: string;
   headers: Record<string, string>;
   body: string | undefined;

@@ -85,7 +85,7 @@ export class UpstreamClient {
    * UpstreamError(protocol); but cheaper (json-call.ts).
    */
   async requestJson(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     path: string,
     headers: Record<string, string>,
     body: string | undefined,
@@ -116,7 +116,7 @@ export class UpstreamClient {
   }
 
   private callOptions(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'DELETE',
     path: string,
     headers: Record<string, string>,
     body: string | undefined,

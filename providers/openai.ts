@@ -22,6 +22,11 @@ export class OpenAIProvider implements InferenceProvider {
   readonly name: string;
   readonly forward: ForwardTarget;
   readonly responses?: (body: JsonObject, ctx: CallContext) => Promise<ProviderResult>;
+  readonly responseResource?: (
+    method: 'GET' | 'DELETE',
+    path: string,
+    signal: AbortSignal,
+  ) => Promise<JsonObject>;
   private readonly client: UpstreamClient;
   private readonly headers: Record<string, string>;
 
@@ -38,6 +43,7 @@ export class OpenAIProvider implements InferenceProvider {
     };
     if (config.supportsResponses) {
       this.responses = (body, ctx) => this.post('/responses', body, ctx, isResponsesEnd, ctx.bodyText);
+      this.responseResource = (method, path, signal) => this.resource(method, path, signal);
     }
   }
 
@@ -51,6 +57,15 @@ export class OpenAIProvider implements InferenceProvider {
 
   close(): Promise<void> {
     return this.client.close();
+  }
+
+  /** GET/DELETE of a stored response: the gateway routes them to the upstream that made it. */
+  private async resource(method: 'GET' | 'DELETE', path: string, signal: AbortSignal): Promise<JsonObject> {
+    const { value } = await this.client.requestJson(method, path, this.headers, undefined, signal);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new UpstreamError('protocol', this.name, `${this.name} sent a JSON body that is not an object`);
+    }
+    return value as JsonObject;
   }
 
   /**

@@ -59,6 +59,11 @@ export interface InferenceProvider {
   embeddings(body: JsonObject, ctx: CallContext): Promise<ProviderResult>;
   /** POST /v1/responses, only where the upstream speaks it natively; otherwise Gantry bridges onto chat. */
   responses?(body: JsonObject, ctx: CallContext): Promise<ProviderResult>;
+  /**
+   * GET or DELETE of a response this upstream made (`/responses/{id}`, `/responses/{id}/input_items?…`),
+   * its JSON answer; only where `responses` is set. Failures throw UpstreamError, as calls do.
+   */
+  responseResource?(method: 'GET' | 'DELETE', path: string, signal: AbortSignal): Promise<JsonObject>;
   /** Where other OpenAI endpoints (audio, images, ...) are forwarded as they are; OpenAI-compatible only. */
   readonly forward?: ForwardTarget;
   close(): Promise<void>;

@@ -40,6 +40,7 @@ export const ROOTS = [
   'ResponseCompletedEvent',
   'ResponseIncompleteEvent',
   'ResponseErrorEvent',
+  'ResponseItemList',
 ];
 
 const SCHEMA_REF = /^#\/components\/schemas\/(.+)$/;

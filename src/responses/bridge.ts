@@ -4,10 +4,23 @@
  * route owns ids, history and I/O.
  */
 import type { JsonObject } from '../../providers/types.js';
-import { messageItem, newMessageId, outcomeOf, responseObject, responseUsage } from './response.js';
-import { type ChatMessage, isObject, type ResponseMeta } from './types.js';
+import { chatOptions } from './chat-options.js';
+import type { ItemResolver } from './input.js';
+import {
+  functionCallItem,
+  itemId,
+  messageItem,
+  newItemId,
+  outcomeOf,
+  reasoningItem,
+  responseObject,
+  responseUsage,
+} from './response.js';
+import { type ChatMessage, isObject, type ResponseMeta, reasoningOf } from './types.js';
 import { inputMessages, passthroughParams } from './validate.js';
 
+export { hasImages, type ItemResolver } from './input.js';
+export { assistantTurn, responseOfItem } from './response.js';
 export { chatStreamToResponseEvents } from './stream.js';
 export type { ChatMessage, ResponseMeta } from './types.js';
 export { type ValidateOptions, validateResponsesRequest } from './validate.js';
@@ -30,14 +43,15 @@ const SAME_NAME = [
 export function responsesToChat(
   req: JsonObject,
   previous: ChatMessage[],
+  resolve?: ItemResolver,
 ): { chatBody: JsonObject; conversation: ChatMessage[] } {
-  const conversation = [...previous, ...inputMessages(req.input)];
+  const conversation = [...previous, ...withoutKnownCalls(inputMessages(req.input, resolve), previous)];
   const instructions =
     typeof req.instructions === 'string' && req.instructions !== '' ? req.instructions : null;
   const messages: ChatMessage[] = instructions
     ? [{ role: 'system', content: instructions }, ...conversation]
     : conversation;
-  const chatBody: JsonObject = { ...passthroughParams(req), model: req.model, messages };
+  const chatBody: JsonObject = { ...passthroughParams(req), model: req.model, messages, ...chatOptions(req) };
   if (typeof req.max_output_tokens === 'number') chatBody.max_tokens = req.max_output_tokens;
   for (const name of SAME_NAME) {
     if (req[name] !== undefined && req[name] !== null) chatBody[name] = req[name];
@@ -50,17 +64,59 @@ export function responsesToChat(
   return { chatBody, conversation };
 }
 
-/** A non-streamed chat.completion → the Response object. */
+/**
+ * Input messages less the function calls the history already holds: a client that sends a previous
+ * answer's function_call items back beside previous_response_id must not make chat see each call twice.
+ */
+function withoutKnownCalls(messages: ChatMessage[], previous: ChatMessage[]): ChatMessage[] {
+  const known = new Set(previous.flatMap((m) => (m.tool_calls ?? []).map((c) => c.id)));
+  if (known.size === 0) return messages;
+  const out: ChatMessage[] = [];
+  for (const m of messages) {
+    if (!m.tool_calls) {
+      out.push(m);
+      continue;
+    }
+    // A turn whose calls are all known is that previous turn, text and all.
+    const calls = m.tool_calls.filter((c) => !known.has(c.id));
+    if (calls.length > 0) out.push({ ...m, tool_calls: calls });
+  }
+  return out;
+}
+
+/**
+ * A non-streamed chat.completion → the Response object: the reasoning item (reasoningOf),
+ * the message item (left out when the model only called tools), then one function_call item per tool call.
+ */
 export function chatCompletionToResponse(completion: JsonObject, meta: ResponseMeta): JsonObject {
   const choices = Array.isArray(completion.choices) ? completion.choices : [];
   const choice: unknown = choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0) ?? choices[0];
   const message = isObject(choice) && isObject(choice.message) ? choice.message : {};
   const text = typeof message.content === 'string' ? message.content : '';
+  const reasoning = reasoningOf(message);
+  const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
+  const output: JsonObject[] = [];
+  const id = (prefix: 'msg' | 'fc' | 'rs') => itemId(meta.id, prefix, output.length);
+  const thinking = Array.isArray(message.thinking_blocks) ? message.thinking_blocks : [];
+  if (reasoning !== '' || thinking.length > 0) {
+    output.push(reasoningItem(id('rs'), outcome.status, reasoning, thinking));
+  }
+  if (text !== '' || calls.length === 0) output.push(messageItem(id('msg'), outcome.status, text));
+  for (const call of calls) {
+    const fn = isObject(call.function) ? call.function : {};
+    output.push(
+      functionCallItem(id('fc'), outcome.status, {
+        callId: typeof call.id === 'string' ? call.id : newItemId('fc'),
+        name: typeof fn.name === 'string' ? fn.name : '',
+        arguments: typeof fn.arguments === 'string' ? fn.arguments : '',
+      }),
+    );
+  }
   return responseObject(meta, {
     status: outcome.status,
     ...(outcome.reason ? { reason: outcome.reason } : {}),
-    output: [messageItem(newMessageId(), outcome.status, text)],
+    output,
     usage: responseUsage(completion.usage),
   });
 }

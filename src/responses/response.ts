@@ -1,6 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import type { JsonObject } from '../../providers/types.js';
-import { isObject, type ResponseMeta } from './types.js';
+import { echoReasoning, echoText, echoTools } from './chat-options.js';
+import {
+  type ChatMessage,
+  type ChatToolCall,
+  decodeThinking,
+  encodeThinking,
+  isObject,
+  type ResponseMeta,
+} from './types.js';
 
 export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 
@@ -14,13 +22,108 @@ export interface Outcome {
 export function outcomeOf(finishReason: unknown): Outcome {
   if (finishReason === 'length') return { status: 'incomplete', reason: 'max_output_tokens' };
   if (finishReason === 'content_filter') return { status: 'incomplete', reason: 'content_filter' };
-  // stop, tool_calls (never asked for) or none at all: the answer is whole.
+  // stop, tool_calls or none at all: the answer is whole.
   return { status: 'completed' };
 }
 
 /** `msg_` and 48 hex digits, the shape of OpenAI's item ids (and of the route's `resp_` ids). */
 export function newMessageId(): string {
-  return `msg_${randomBytes(24).toString('hex')}`;
+  return newItemId('msg');
+}
+
+/** An output item id: `msg`, `fc` (function call) or `rs` (reasoning), `_`, 48 hex digits. */
+export function newItemId(prefix: ItemPrefix): string {
+  return `${prefix}_${randomBytes(24).toString('hex')}`;
+}
+
+export type ItemPrefix = 'msg' | 'fc' | 'rs';
+
+const RESPONSE_HEX = /^resp_([0-9a-f]{48})$/;
+const ITEM_OF_RESPONSE = /^(?:msg|fc|rs)_([0-9a-f]{48})[0-9a-f]{2,}$/;
+
+/**
+ * The id of output item `index` of response `responseId`: the prefix, the response's 48 hex digits, the
+ * index in hex. An `item_reference` to it then leads back to its response without an index of items
+ * (responseOfItem). Ids not of the route's shape get a random item id.
+ */
+export function itemId(responseId: string, prefix: ItemPrefix, index: number): string {
+  const hex = RESPONSE_HEX.exec(responseId)?.[1];
+  return hex === undefined ? newItemId(prefix) : `${prefix}_${hex}${index.toString(16).padStart(2, '0')}`;
+}
+
+/** The response an item id made by itemId belongs to; undefined for any other id. */
+export function responseOfItem(id: string): string | undefined {
+  const hex = ITEM_OF_RESPONSE.exec(id)?.[1];
+  return hex === undefined ? undefined : `resp_${hex}`;
+}
+
+/** A function_call output item; `call_id` is the chat tool call's id, which the client answers with. */
+export function functionCallItem(
+  id: string,
+  status: ItemStatus,
+  call: { callId: string; name: string; arguments: string },
+): JsonObject {
+  return {
+    id,
+    type: 'function_call',
+    status,
+    arguments: call.arguments,
+    call_id: call.callId,
+    name: call.name,
+  };
+}
+
+/**
+ * A reasoning output item holding the model's own reasoning text (chat's `reasoning_content`) as one
+ * reasoning_text part; chat upstreams give no summary, so `summary` stays empty. `text` undefined gives
+ * the empty item announced before any part. `thinking`: the upstream's signed thinking blocks, carried
+ * in `encrypted_content` (see encodeThinking).
+ */
+export function reasoningItem(
+  id: string,
+  status: ItemStatus,
+  text?: string,
+  thinking?: readonly unknown[],
+): JsonObject {
+  const item: JsonObject = {
+    id,
+    type: 'reasoning',
+    status,
+    summary: [],
+    content: text === undefined ? [] : [reasoningPart(text)],
+  };
+  if (thinking && thinking.length > 0) item.encrypted_content = encodeThinking(thinking);
+  return item;
+}
+
+export function reasoningPart(text: string): JsonObject {
+  return { type: 'reasoning_text', text };
+}
+
+/**
+ * The assistant turn the output items make, as a chat message for the response history: its text, its
+ * tool calls, and the upstream's thinking blocks when there are any (the reasoning text itself is not
+ * sent back: chat upstreams ask that it not be).
+ */
+export function assistantTurn(output: readonly JsonObject[]): ChatMessage {
+  const calls: ChatToolCall[] = [];
+  const thinking: unknown[] = [];
+  for (const item of output) {
+    if (item.type === 'reasoning') thinking.push(...(decodeThinking(item.encrypted_content) ?? []));
+    if (item.type !== 'function_call') continue;
+    calls.push({
+      id: String(item.call_id),
+      type: 'function',
+      function: { name: String(item.name), arguments: String(item.arguments) },
+    });
+  }
+  const text = outputText(output);
+  const turn: ChatMessage =
+    calls.length === 0
+      ? { role: 'assistant', content: text }
+      : { role: 'assistant', content: text === '' ? null : text, tool_calls: calls };
+  if (thinking.length > 0) turn.thinking_blocks = thinking;
+  return turn;
 }
 
 export function textPart(text: string): JsonObject {
@@ -69,7 +172,7 @@ export interface ResponseState {
 }
 
 /** The text of every output_text part, joined as the SDKs build their `output_text`. */
-function outputText(output: JsonObject[]): string {
+function outputText(output: readonly JsonObject[]): string {
   let text = '';
   for (const item of output) {
     if (item.type !== 'message' || !Array.isArray(item.content)) continue;
@@ -84,7 +187,7 @@ const orNull = (v: unknown): unknown => v ?? null;
 
 /**
  * A Response object with every field OpenAI sends, the request's settings echoed back. Fields this
- * bridge never varies (tools, text format, truncation, reasoning) show the only values it accepts.
+ * bridge never varies (truncation, top_logprobs) show the only values it accepts.
  */
 export function responseObject(meta: ResponseMeta, state: ResponseState): JsonObject {
   const req = meta.request;
@@ -106,13 +209,13 @@ export function responseObject(meta: ResponseMeta, state: ResponseState): JsonOb
     parallel_tool_calls: req.parallel_tool_calls ?? true,
     previous_response_id: orNull(req.previous_response_id),
     prompt_cache_key: orNull(req.prompt_cache_key),
-    reasoning: { effort: null, summary: null },
+    reasoning: echoReasoning(req),
     safety_identifier: orNull(req.safety_identifier),
     store: req.store ?? true,
     temperature: orNull(req.temperature),
-    text: { format: { type: 'text' }, verbosity: 'medium' },
+    text: echoText(req),
     tool_choice: req.tool_choice ?? 'auto',
-    tools: [],
+    tools: echoTools(req),
     top_logprobs: 0,
     top_p: orNull(req.top_p),
     truncation: 'disabled',

@@ -1,24 +1,53 @@
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../errors.js';
-import { messageItem, newMessageId, outcomeOf, responseObject, responseUsage, textPart } from './response.js';
-import { isObject, type ResponseMeta } from './types.js';
+import {
+  functionCallItem,
+  type ItemStatus,
+  itemId,
+  messageItem,
+  outcomeOf,
+  reasoningItem,
+  reasoningPart,
+  responseObject,
+  responseUsage,
+  textPart,
+} from './response.js';
+import { isObject, type ResponseMeta, reasoningOf } from './types.js';
 
-/** The one message item the bridge produces: output 0, content part 0. */
-const OUTPUT_INDEX = 0;
+/** Every item the bridge streams has at most one content part. */
 const CONTENT_INDEX = 0;
 
-/** What the chat chunks have said so far. */
-interface ChunkState {
+/** An output item being streamed: what it has said so far, and how to announce and close it. */
+interface OpenItem {
+  /** `text`, `reasoning`, or `call:<slot>` (see slotOf). */
+  key: string;
+  id: string;
+  outputIndex: number;
+  /** Text, reasoning text, or function arguments so far. */
   text: string;
-  finishReason: unknown;
-  usage: JsonObject | undefined;
+  /** Function calls only. */
+  callId?: string;
+  name?: string;
+  /** Reasoning only: the upstream's signed thinking blocks (see reasoningItem). */
+  thinking?: unknown[];
 }
+
+/** One piece of a chat chunk, in the order the bridge emits them. */
+type Piece =
+  | { kind: 'reasoning'; delta: string }
+  | { kind: 'thinking'; blocks: unknown[] }
+  | { kind: 'text'; delta: string }
+  | { kind: 'call'; index: number; id?: string; name?: string; delta: string };
 
 /**
  * Chat completion chunks → the Responses event stream, in OpenAI's order: response.created,
- * response.in_progress, output_item.added, content_part.added, output_text.delta…, output_text.done,
- * content_part.done, output_item.done, then response.completed (or response.incomplete). The message
- * item is announced at the first text, so an upstream that fails at once has emitted no empty item.
+ * response.in_progress, then each output item in turn (output_item.added, its deltas and done events,
+ * output_item.done), then response.completed (or response.incomplete) carrying the same items.
+ *
+ * Items: a `reasoning` item for chat's `reasoning_content`, a `message` item for the text, a
+ * `function_call` item per tool call. One item is open at a time: the next one closes it, as OpenAI's
+ * own streams do. An item is announced at its first delta, so an upstream that fails at once has
+ * emitted no empty item; a stream with nothing at all still ends with one (empty) message item.
  */
 export async function* chatStreamToResponseEvents(
   chunks: AsyncIterable<SseEvent>,
@@ -30,43 +59,145 @@ export async function* chatStreamToResponseEvents(
     event: type,
     data: JSON.stringify({ type, sequence_number: sequence++, ...fields }),
   });
-  const itemId = newMessageId();
-  const at = { item_id: itemId, output_index: OUTPUT_INDEX, content_index: CONTENT_INDEX };
-  const opening = (): SseEvent[] => [
-    event('response.output_item.added', {
-      output_index: OUTPUT_INDEX,
-      item: messageItem(itemId, 'in_progress'),
-    }),
-    event('response.content_part.added', { ...at, part: textPart('') }),
-  ];
+  const output: JsonObject[] = [];
+  const seenCalls = new Set<number>();
+  // Chat tool call index → the bridge's call slot. Ollama reuses index 0 for every call of a parallel
+  // answer, telling them apart only by id: a new id at a known index opens a new slot.
+  const slots = new Map<number, { slot: number; id: string | undefined }>();
+  const slotOf = (piece: Extract<Piece, { kind: 'call' }>): number => {
+    const known = slots.get(piece.index);
+    if (known && (piece.id === undefined || piece.id === known.id)) return known.slot;
+    const slot = slots.size === 0 ? 0 : Math.max(...[...slots.values()].map((s) => s.slot)) + 1;
+    slots.set(piece.index, { slot, id: piece.id });
+    return slot;
+  };
+  let open: OpenItem | undefined;
+  let finishReason: unknown;
+  let usage: JsonObject | undefined;
+
+  function* opening(item: OpenItem): Generator<SseEvent> {
+    const at = { item_id: item.id, output_index: item.outputIndex, content_index: CONTENT_INDEX };
+    if (item.key === 'text') {
+      yield event('response.output_item.added', {
+        output_index: item.outputIndex,
+        item: messageItem(item.id, 'in_progress'),
+      });
+      yield event('response.content_part.added', { ...at, part: textPart('') });
+    } else if (item.key === 'reasoning') {
+      yield event('response.output_item.added', {
+        output_index: item.outputIndex,
+        item: reasoningItem(item.id, 'in_progress'),
+      });
+      yield event('response.content_part.added', { ...at, part: reasoningPart('') });
+    } else {
+      yield event('response.output_item.added', {
+        output_index: item.outputIndex,
+        item: callItem(item, 'in_progress'),
+      });
+    }
+  }
+
+  function* closing(item: OpenItem, status: ItemStatus): Generator<SseEvent> {
+    const at = { item_id: item.id, output_index: item.outputIndex, content_index: CONTENT_INDEX };
+    let done: JsonObject;
+    if (item.key === 'text') {
+      done = messageItem(item.id, status, item.text);
+      yield event('response.output_text.done', { ...at, text: item.text, logprobs: [] });
+      yield event('response.content_part.done', { ...at, part: textPart(item.text) });
+    } else if (item.key === 'reasoning') {
+      done = reasoningItem(item.id, status, item.text, item.thinking);
+      yield event('response.reasoning_text.done', { ...at, text: item.text });
+      yield event('response.content_part.done', { ...at, part: reasoningPart(item.text) });
+    } else {
+      done = callItem(item, status);
+      yield event('response.function_call_arguments.done', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        name: item.name ?? '',
+        arguments: item.text,
+      });
+    }
+    output.push(done);
+    yield event('response.output_item.done', { output_index: item.outputIndex, item: done });
+  }
+
+  /** The events for one piece: closing the open item and opening the piece's own when they differ. */
+  function* take(piece: Piece): Generator<SseEvent> {
+    const slot = piece.kind === 'call' ? slotOf(piece) : -1;
+    const key = piece.kind === 'call' ? `call:${slot}` : piece.kind === 'thinking' ? 'reasoning' : piece.kind;
+    if (open?.key !== key) {
+      if (piece.kind === 'call' && seenCalls.has(slot)) {
+        throw new GantryError('UPSTREAM_ERROR', {
+          message: 'The upstream sent more of a tool call after the next output had begun',
+        });
+      }
+      if (open) yield* closing(open, 'completed');
+      const outputIndex = output.length;
+      open = { key, id: itemId(meta.id, itemPrefix(piece.kind), outputIndex), outputIndex, text: '' };
+      if (piece.kind === 'call') {
+        seenCalls.add(slot);
+        open.callId = piece.id ?? `call_${open.id.slice(3)}`;
+        open.name = piece.name ?? '';
+      }
+      yield* opening(open);
+    }
+    const item = open as OpenItem;
+    if (piece.kind === 'thinking') {
+      item.thinking = [...(item.thinking ?? []), ...piece.blocks];
+      return;
+    }
+    if (piece.kind === 'call' && piece.name && !item.name) item.name = piece.name;
+    if (piece.delta === '') return;
+    item.text += piece.delta;
+    if (piece.kind === 'text') {
+      yield event('response.output_text.delta', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        content_index: CONTENT_INDEX,
+        delta: piece.delta,
+        logprobs: [],
+      });
+    } else if (piece.kind === 'reasoning') {
+      yield event('response.reasoning_text.delta', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        content_index: CONTENT_INDEX,
+        delta: piece.delta,
+      });
+    } else {
+      yield event('response.function_call_arguments.delta', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        delta: piece.delta,
+      });
+    }
+  }
 
   const snapshot = responseObject(meta, { status: 'in_progress', output: [] });
   yield event('response.created', { response: snapshot });
   yield event('response.in_progress', { response: snapshot });
 
-  const state: ChunkState = { text: '', finishReason: undefined, usage: undefined };
-  let opened = false;
   for await (const chunk of chunks) {
-    const delta = absorb(state, chunk);
-    if (delta === '') continue;
-    if (!opened) {
-      yield* opening();
-      opened = true;
-    }
-    yield event('response.output_text.delta', { ...at, delta, logprobs: [] });
+    const parsed = parseChunk(chunk);
+    if (!parsed) continue;
+    // Usage arrives on the last chunk (include_usage); some upstreams repeat it, the last one wins.
+    usage = responseUsage(parsed.usage) ?? usage;
+    const choice = Array.isArray(parsed.choices)
+      ? parsed.choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0)
+      : undefined;
+    if (!isObject(choice)) continue;
+    if (typeof choice.finish_reason === 'string') finishReason = choice.finish_reason;
+    for (const piece of piecesOf(choice.delta)) yield* take(piece);
   }
-  if (!opened) yield* opening();
+  if (!open && output.length === 0) yield* take({ kind: 'text', delta: '' });
 
-  const outcome = outcomeOf(state.finishReason);
-  const item = messageItem(itemId, outcome.status, state.text);
-  yield event('response.output_text.done', { ...at, text: state.text, logprobs: [] });
-  yield event('response.content_part.done', { ...at, part: textPart(state.text) });
-  yield event('response.output_item.done', { output_index: OUTPUT_INDEX, item });
+  const outcome = outcomeOf(finishReason);
+  if (open) yield* closing(open, outcome.status);
   const final = responseObject(meta, {
     status: outcome.status,
     ...(outcome.reason ? { reason: outcome.reason } : {}),
-    output: [item],
-    usage: state.usage,
+    output,
+    usage,
   });
   onComplete(final);
   yield event(outcome.status === 'completed' ? 'response.completed' : 'response.incomplete', {
@@ -74,21 +205,49 @@ export async function* chatStreamToResponseEvents(
   });
 }
 
-/** Folds one chunk into the state; returns the text it adds ('' for none). */
-function absorb(state: ChunkState, chunk: SseEvent): string {
-  const parsed = parseChunk(chunk);
-  if (!parsed) return '';
-  // Usage arrives on the last chunk (include_usage); some upstreams repeat it, the last one wins.
-  state.usage = responseUsage(parsed.usage) ?? state.usage;
-  const choice = Array.isArray(parsed.choices)
-    ? parsed.choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0)
-    : undefined;
-  if (!isObject(choice)) return '';
-  if (typeof choice.finish_reason === 'string') state.finishReason = choice.finish_reason;
-  const content = isObject(choice.delta) ? choice.delta.content : undefined;
-  if (typeof content !== 'string' || content === '') return '';
-  state.text += content;
-  return content;
+function itemPrefix(kind: Piece['kind']): 'msg' | 'rs' | 'fc' {
+  if (kind === 'text') return 'msg';
+  return kind === 'call' ? 'fc' : 'rs';
+}
+
+function callItem(item: OpenItem, status: ItemStatus): JsonObject {
+  return functionCallItem(item.id, status, {
+    callId: item.callId ?? '',
+    name: item.name ?? '',
+    arguments: item.text,
+  });
+}
+
+/**
+ * A chat delta's pieces: reasoning (see reasoningOf), text, then
+ * tool call deltas in OpenAI's form (index; id, type and name on a call's first delta; arguments in pieces).
+ */
+function piecesOf(delta: unknown): Piece[] {
+  if (!isObject(delta)) return [];
+  const pieces: Piece[] = [];
+  const reasoning = reasoningOf(delta);
+  if (reasoning !== '') pieces.push({ kind: 'reasoning', delta: reasoning });
+  // Complete signed thinking blocks, sent once each is done (Gantry's Anthropic adapter).
+  if (Array.isArray(delta.thinking_blocks) && delta.thinking_blocks.length > 0) {
+    pieces.push({ kind: 'thinking', blocks: delta.thinking_blocks });
+  }
+  if (typeof delta.content === 'string' && delta.content !== '') {
+    pieces.push({ kind: 'text', delta: delta.content });
+  }
+  if (Array.isArray(delta.tool_calls)) {
+    delta.tool_calls.forEach((call: unknown, position) => {
+      if (!isObject(call)) return;
+      const fn = isObject(call.function) ? call.function : {};
+      pieces.push({
+        kind: 'call',
+        index: typeof call.index === 'number' ? call.index : position,
+        ...(typeof call.id === 'string' ? { id: call.id } : {}),
+        ...(typeof fn.name === 'string' ? { name: fn.name } : {}),
+        delta: typeof fn.arguments === 'string' ? fn.arguments : '',
+      });
+    });
+  }
+  return pieces;
 }
 
 function parseChunk(chunk: SseEvent): JsonObject | undefined {

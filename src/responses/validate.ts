@@ -7,7 +7,11 @@ import {
   requireModel,
   requireObject,
 } from '../inference/validate.js';
-import { type ChatMessage, isObject } from './types.js';
+import { checkChatOptions } from './chat-options.js';
+import { inputMessages } from './input.js';
+import { isObject } from './types.js';
+
+export { inputMessages } from './input.js';
 
 /** Every parameter of OpenAI's CreateResponse: none of them is forwarded to chat as it is. */
 const RESPONSES_PARAMS = new Set([
@@ -45,8 +49,8 @@ const RESPONSES_PARAMS = new Set([
 ]);
 
 /**
- * Chat parameters that would fight the bridge (it writes messages and max_tokens itself) or ask for
- * output a Response built from one text message cannot carry.
+ * Chat parameters that would fight the bridge (it writes messages, max_tokens, tools and response_format
+ * itself) or ask for output a Response cannot carry.
  */
 const CHAT_ONLY: Record<string, string> = {
   messages: 'messages is not a Responses parameter: send input (and instructions) instead',
@@ -54,8 +58,8 @@ const CHAT_ONLY: Record<string, string> = {
   max_completion_tokens: 'max_completion_tokens is not a Responses parameter: use max_output_tokens',
   response_format: 'response_format is not a Responses parameter: use text.format',
   n: 'n is not supported: a Response carries one answer',
-  functions: 'functions is not supported: this model is served without tool calling',
-  function_call: 'function_call is not supported: this model is served without tool calling',
+  functions: 'functions is not a Responses parameter: send tools',
+  function_call: 'function_call is not a Responses parameter: send tool_choice',
   logprobs: 'logprobs is not supported for this model',
   audio: 'audio output is not supported for this model',
   modalities: 'modalities is not supported for this model',
@@ -75,30 +79,16 @@ interface Unsupported {
 /** Responses features chat completions cannot provide: an honest 400 rather than a silent ignore. */
 const UNSUPPORTED: Unsupported[] = [
   {
-    param: 'tools',
-    accepts: (v) => absent(v) || (Array.isArray(v) && v.length === 0),
-    message:
-      'tools are not supported for this model: it is served through chat completions without tool calling',
-  },
-  {
-    param: 'tool_choice',
-    accepts: (v) => absent(v) || v === 'none' || v === 'auto',
-    message: 'tool_choice must be none or auto: this model is served without tools',
-  },
-  {
-    param: 'reasoning',
-    accepts: (v) => absent(v) || (isObject(v) && Object.values(v).every(absent)),
-    message: 'reasoning options are not supported for this model',
-  },
-  {
     param: 'background',
     accepts: (v) => absent(v) || v === false,
     message: 'background responses are not supported for this model',
   },
   {
     param: 'include',
-    accepts: (v) => absent(v) || (Array.isArray(v) && v.length === 0),
-    message: 'include is not supported for this model: its output is one text message',
+    // reasoning.encrypted_content lets a client pass reasoning back without store; the bridge needs none
+    // back (chat upstreams take no reasoning in their input), so asking for it is honoured by omission.
+    accepts: (v) => absent(v) || (Array.isArray(v) && v.every((x) => x === 'reasoning.encrypted_content')),
+    message: 'include is not supported for this model, but for reasoning.encrypted_content',
   },
   {
     param: 'top_logprobs',
@@ -134,7 +124,6 @@ const UNSUPPORTED: Unsupported[] = [
   },
 ];
 
-const INPUT_ROLES: ReadonlySet<string> = new Set(['user', 'assistant', 'system', 'developer']);
 const METADATA_MAX_KEYS = 16;
 const METADATA_MAX_KEY_LENGTH = 64;
 const METADATA_MAX_VALUE_LENGTH = 512;
@@ -177,6 +166,7 @@ function checkBridgeable(req: JsonObject): void {
   }
   checkStreamOptions(req);
   checkText(req);
+  checkChatOptions(req);
   for (const rule of UNSUPPORTED) {
     if (!rule.accepts(req[rule.param])) throw invalidParameter(rule.param, rule.message);
   }
@@ -199,64 +189,6 @@ export function passthroughParams(req: JsonObject): JsonObject {
   return out;
 }
 
-/** The request's `input` as chat messages; throws naming the offending item, as OpenAI does. */
-export function inputMessages(input: unknown): ChatMessage[] {
-  if (typeof input === 'string') return [{ role: 'user', content: input }];
-  if (!Array.isArray(input)) {
-    throw invalidParameter('input', 'input is required and must be a string or an array of input items');
-  }
-  if (input.length === 0) throw invalidParameter('input', 'input must not be an empty array');
-  return input.map((item: unknown, i) => itemMessage(item, `input[${i}]`));
-}
-
-function itemMessage(item: unknown, where: string): ChatMessage {
-  if (!isObject(item)) throw invalidParameter(where, `${where} must be an object`);
-  const type = item.type ?? 'message';
-  if (type !== 'message') {
-    throw invalidParameter(
-      `${where}.type`,
-      `${where}.type ${JSON.stringify(type)} is not supported for this model: only message items can be bridged onto chat completions`,
-    );
-  }
-  const role = item.role;
-  if (typeof role !== 'string' || !INPUT_ROLES.has(role)) {
-    throw invalidParameter(`${where}.role`, `${where}.role must be one of ${[...INPUT_ROLES].join(', ')}`);
-  }
-  const chatRole = role as ChatMessage['role'];
-  return { role: chatRole, content: messageText(item.content, chatRole, `${where}.content`) };
-}
-
-function messageText(content: unknown, role: ChatMessage['role'], where: string): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content) || content.length === 0) {
-    throw invalidParameter(where, `${where} must be a string or a non-empty array of content parts`);
-  }
-  const texts = content.map((part: unknown, j) => partText(part, role, `${where}[${j}]`));
-  // Assistant parts are pieces of one answer (the SDK's output_text joins them the same way); input parts
-  // are separate blocks, kept apart as chat templates do with text parts.
-  return texts.join(role === 'assistant' ? '' : '\n');
-}
-
-/** Mirrors OpenAI: assistant messages hold output_text/refusal parts, the other roles input_text. */
-function partText(part: unknown, role: ChatMessage['role'], where: string): string {
-  if (!isObject(part)) throw invalidParameter(where, `${where} must be a content part object`);
-  const allowed = role === 'assistant' ? ['output_text', 'refusal'] : ['input_text'];
-  const type = part.type;
-  if (typeof type !== 'string' || !allowed.includes(type)) {
-    const supported =
-      role === 'assistant' ? 'output_text and refusal' : 'input_text (this model takes text only)';
-    throw invalidParameter(
-      `${where}.type`,
-      `${where}.type ${JSON.stringify(type)} is not supported in a ${role} message: use ${supported}`,
-    );
-  }
-  const field = type === 'refusal' ? 'refusal' : 'text';
-  const text = part[field];
-  if (typeof text !== 'string')
-    throw invalidParameter(`${where}.${field}`, `${where}.${field} must be a string`);
-  return text;
-}
-
 function checkOptionalString(req: JsonObject, name: string): void {
   const v = req[name];
   if (!absent(v) && typeof v !== 'string') throw invalidParameter(name, `${name} must be a string`);
@@ -272,7 +204,7 @@ function checkPreviousResponseId(req: JsonObject): void {
 
 function checkMaxToolCalls(req: JsonObject): void {
   const v = req.max_tool_calls;
-  // Without tools no call is ever made, so any limit is honoured.
+  // Without tools no call is ever made, so any limit is honoured (with tools: chat-options.ts).
   if (!absent(v) && (typeof v !== 'number' || !Number.isInteger(v) || v < 0)) {
     throw invalidParameter('max_tool_calls', 'max_tool_calls must be a non-negative integer');
   }
@@ -314,18 +246,7 @@ function checkText(req: JsonObject): void {
   const text = req.text;
   if (absent(text)) return;
   if (!isObject(text)) throw invalidParameter('text', 'text must be an object');
-  const format = text.format;
-  if (!absent(format)) {
-    if (!isObject(format) || typeof format.type !== 'string') {
-      throw invalidParameter('text.format', 'text.format must be an object with a type');
-    }
-    if (format.type !== 'text') {
-      throw invalidParameter(
-        'text.format',
-        `text.format ${format.type} is not supported for this model: only plain text output is available`,
-      );
-    }
-  }
+  // text.format is checked with the other options chat has under another shape (chat-options.ts).
   if (!absent(text.verbosity) && text.verbosity !== 'medium') {
     throw invalidParameter(
       'text.verbosity',

@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { countResponsesInputTokens } from '../../providers/tokens.js';
 import type { InferenceProvider, JsonObject, SseEvent } from '../../providers/types.js';
+import { UpstreamError } from '../../providers/upstream-error.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
-import { GantryError, inferenceEnvelope } from '../errors.js';
+import { type ErrorId, GantryError, inferenceEnvelope } from '../errors.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
@@ -14,16 +15,25 @@ import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
-import { applyDefaults, fillOutputLimit } from '../inference/validate.js';
+import { applyDefaults, fillOutputLimit, rejectImagesUnlessCapable } from '../inference/validate.js';
 import {
+  assistantTurn,
   type ChatMessage,
   chatCompletionToResponse,
   chatStreamToResponseEvents,
   type ResponseMeta,
+  responseOfItem,
   responsesToChat,
   validateResponsesRequest,
 } from '../responses/bridge.js';
+import type { StoredResponse } from '../store/types.js';
 import { sendAnswer } from './answer.js';
+import {
+  passthroughProvider,
+  passthroughRecord,
+  registerStoredResponseRoutes,
+  responseNotFound,
+} from './responses-stored.js';
 
 const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
 
@@ -37,12 +47,7 @@ export function registerResponsesRoutes(app: FastifyInstance, gantry: Gantry): v
   );
   rejectOtherMethods(app, '/v1/responses', ['POST']);
 
-  app.get('/v1/responses/:id', async (request) => {
-    const { id } = request.params as { id: string };
-    const stored = gantry.store.getResponse(id, principalOf(request).account.id);
-    if (!stored) throw responseNotFound(id, 'id');
-    return stored.response;
-  });
+  registerStoredResponseRoutes(app, gantry);
 }
 
 /** POST /v1/responses: the Response object, or undefined once a stream was written. Fastify and fast path. */
@@ -75,7 +80,8 @@ async function passThrough(
   const ticket = await openTicket(gantry, request, reply, {
     api: 'responses',
     model,
-    countInputTokens: () => countResponsesInputTokens(req.input, stringOrUndefined(req.instructions)),
+    countInputTokens: () =>
+      countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), [], req.tools),
     outputTokens: maxOutputTokens(body, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
@@ -86,14 +92,24 @@ async function passThrough(
     model,
     body,
     (p, b, ctx) => (p.responses as NonNullable<InferenceProvider['responses']>)(b, ctx),
-    { isPreamble: isResponsesPreamble, accepts: hasNativeResponses },
-  );
+    { isPreamble: isResponsesPreamble, accepts: continuesOn(gantry, request, req, model) },
+  ).catch((err: unknown) => {
+    throw relayClientError(err);
+  });
   ticket.servedBy(provider.name);
+  // GET/DELETE /v1/responses/{id} find the upstream that keeps it through this record.
+  const remember = (id: unknown) => {
+    if (req.store === false || typeof id !== 'string') return;
+    gantry.store.putResponse(
+      passthroughRecord(id, principalOf(request).account.id, requested, provider.name),
+    );
+  };
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
+    remember(result.body.id);
     return jsonAnswer(result, requested);
   }
-  await sendStream(request, reply, result.events, {
+  await sendStream(request, reply, rememberCreated(result.events, remember), {
     cancel,
     writeDone: false,
     meter: ticket.streamMeter(true),
@@ -117,9 +133,16 @@ async function bridge(
   if (typeof req.previous_response_id === 'string') {
     const stored = gantry.store.getResponse(req.previous_response_id, account.id);
     if (!stored) throw responseNotFound(req.previous_response_id, 'previous_response_id');
-    previous = stored.conversation as ChatMessage[];
+    previous = stored.conversation as unknown as ChatMessage[];
   }
-  const { chatBody, conversation } = responsesToChat(req, previous);
+  const { chatBody, conversation } = responsesToChat(req, previous, (id) => {
+    // An item_reference names an output item of one of the account's bridged responses (itemId).
+    const responseId = responseOfItem(id);
+    const stored = responseId === undefined ? undefined : gantry.store.getResponse(responseId, account.id);
+    const output = stored?.response.output;
+    return Array.isArray(output) ? output.find((item: JsonObject) => item.id === id) : undefined;
+  });
+  rejectBridgedImages(model.entry, chatBody.messages);
   const meta: ResponseMeta = {
     id: `resp_${randomBytes(24).toString('hex')}`,
     model: req.model as string,
@@ -128,13 +151,16 @@ async function bridge(
   };
   const remember = (response: JsonObject) => {
     if (req.store === false) return;
-    const text = typeof response.output_text === 'string' ? response.output_text : '';
+    const output = Array.isArray(response.output) ? (response.output as JsonObject[]) : [];
+    // The answer's text and tool calls join the history, so a next request holding only the
+    // function_call_output items continues the same conversation.
+    const history: ChatMessage[] = [...conversation, assistantTurn(output)];
     gantry.store.putResponse({
       id: meta.id,
       accountId: account.id,
       model: meta.model,
       createdAt: meta.createdAt,
-      conversation: [...conversation, { role: 'assistant', content: text }],
+      conversation: history as unknown as StoredResponse['conversation'],
       response,
     });
   };
@@ -144,7 +170,12 @@ async function bridge(
     api: 'responses',
     model,
     countInputTokens: () =>
-      countResponsesInputTokens(req.input, stringOrUndefined(req.instructions), previous),
+      countResponsesInputTokens(
+        req.input,
+        stringOrUndefined(req.instructions),
+        previous.map(countable),
+        req.tools,
+      ),
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
@@ -200,10 +231,107 @@ function responsesDefaults(defaults: Record<string, unknown>): Record<string, un
   return max_tokens === undefined ? rest : { ...rest, max_output_tokens: max_tokens };
 }
 
-function responseNotFound(id: string, param: string): GantryError {
-  return new GantryError('RESPONSE_NOT_FOUND', {
-    message: `No response with id ${id}`,
-    param,
-    details: 'Responses are kept only for the account that created them, and not when store was false.',
+/**
+ * The providers a passed-through call may go to: those that speak Responses, and, when it continues a
+ * response one of them made (previous_response_id), only that one, which alone knows the previous response.
+ */
+function continuesOn(
+  gantry: Gantry,
+  request: InferenceRequest,
+  req: JsonObject,
+  model: CatalogModel,
+): (p: InferenceProvider) => boolean {
+  const previous = req.previous_response_id;
+  if (typeof previous !== 'string') return hasNativeResponses;
+  const stored = gantry.store.getResponse(previous, principalOf(request).account.id);
+  const maker = stored && passthroughProvider(stored);
+  if (maker === undefined || !model.entry.routes.some((r) => r.provider === maker)) return hasNativeResponses;
+  return (p) => p.name === maker && hasNativeResponses(p);
+}
+
+/** A history message as the token estimate reads it: its text, its tool calls' names and arguments. */
+function countable(m: ChatMessage): { role: string; content: string } {
+  let content = '';
+  if (typeof m.content === 'string') content = m.content;
+  else if (Array.isArray(m.content)) {
+    content = m.content.map((p) => (p.type === 'text' ? p.text : '')).join('\n');
+  }
+  for (const call of m.tool_calls ?? []) content += `\n${call.function.name} ${call.function.arguments}`;
+  return { role: m.role, content };
+}
+
+/** Calls `remember` with the id of the stream's response.created event, then passes every event on. */
+async function* rememberCreated(
+  events: AsyncIterable<SseEvent>,
+  remember: (id: unknown) => void,
+): AsyncGenerator<SseEvent> {
+  let seen = false;
+  for await (const event of events) {
+    if (!seen && event.event === 'response.created') {
+      seen = true;
+      try {
+        const parsed = JSON.parse(event.data) as { response?: { id?: unknown } };
+        remember(parsed.response?.id);
+      } catch {
+        // a malformed event is the stream's problem, reported where it is relayed
+      }
+    }
+    yield event;
+  }
+}
+
+/** Upstream 4xx statuses that are about the client's request, relayed with the upstream's words. */
+const RELAYED: Record<number, ErrorId> = {
+  400: 'INVALID_REQUEST',
+  404: 'RESPONSE_NOT_FOUND',
+  409: 'INVALID_REQUEST',
+  413: 'PAYLOAD_TOO_LARGE',
+  422: 'UNPROCESSABLE_ENTITY',
+};
+
+/**
+ * A passed-through Responses call's upstream 4xx reaches the client with the upstream's status, message,
+ * param and code (e.g. 404 previous_response_not_found), so the SDK raises the matching error and does
+ * not retry. 401/403/429 keep their mapping (Gantry's credentials and limits), and so does a 404 that
+ * is not about a previous response (the model is missing upstream: Gantry's routing, not the client).
+ * Where fromUpstream already relayed the error with the upstream's code, it is left as it is.
+ */
+function relayClientError(err: unknown): unknown {
+  if (!(err instanceof GantryError) || !(err.cause instanceof UpstreamError)) return err;
+  const upstream = err.cause;
+  if (err.errorId !== 'UPSTREAM_ERROR' && (err.code !== err.errorId.toLowerCase() || !upstream.code)) {
+    return err;
+  }
+  const status = upstream.status;
+  if (upstream.failure !== 'status' || status === undefined) return err;
+  const errorId = RELAYED[status];
+  if (errorId === undefined) return err;
+  if (
+    status === 404 &&
+    upstream.param !== 'previous_response_id' &&
+    upstream.code !== 'previous_response_not_found'
+  ) {
+    return err;
+  }
+  return new GantryError(errorId, {
+    status,
+    message: upstream.upstreamMessage ?? err.message,
+    param: upstream.param ?? null,
+    ...(upstream.code ? { code: upstream.code } : {}),
+    cause: upstream,
   });
+}
+
+/**
+ * The chat route's image checks for a bridged request's `input_image` items. They are found in the chat
+ * messages built from the input (and history), whose positions the client never saw: the error names
+ * `input`.
+ */
+function rejectBridgedImages(model: CatalogModel['entry'], messages: unknown): void {
+  try {
+    rejectImagesUnlessCapable(model, messages);
+  } catch (err) {
+    if (!(err instanceof GantryError)) throw err;
+    throw new GantryError(err.errorId, { message: err.message, param: 'input', cause: err });
+  }
 }

@@ -124,6 +124,7 @@ export class SqliteStore implements Store {
          VALUES (?, ?, ?, ?, ?, ?)`,
       ),
       getResponse: db.prepare('SELECT * FROM responses WHERE id = ? AND account_id = ?'),
+      deleteResponse: db.prepare('DELETE FROM responses WHERE id = ? AND account_id = ?'),
     };
   }
 
@@ -232,6 +233,10 @@ export class SqliteStore implements Store {
       conversation: JSON.parse(row.conversation) as StoredResponse['conversation'],
       response: JSON.parse(row.response) as StoredResponse['response'],
     };
+  }
+
+  deleteResponse(id: string, accountId: string): boolean {
+    return this.stmt.deleteResponse.run(id, accountId).changes > 0;
   }
 
   /** Folds the write-ahead log back into gantry.db first, so a copy of the file alone is complete. */

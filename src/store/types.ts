@@ -24,8 +24,11 @@ export interface StoredResponse {
   accountId: string;
   model: string;
   createdAt: number;
-  /** The whole conversation up to and including this response's output, as chat messages. */
-  conversation: Array<{ role: string; content: string }>;
+  /**
+   * The whole conversation up to and including this response's output, as chat messages (text, image
+   * parts, tool calls, tool results). Empty for a passed-through response, which its upstream keeps.
+   */
+  conversation: Array<{ role: string; [field: string]: unknown }>;
   /** The Response object as it was returned. */
   response: Record<string, unknown>;
 }
@@ -52,6 +55,8 @@ export interface Store {
   putResponse(response: StoredResponse): void;
   /** Only the owning account's responses are visible. */
   getResponse(id: string, accountId: string): StoredResponse | undefined;
+  /** true when the account's response was there and is now gone. */
+  deleteResponse(id: string, accountId: string): boolean;
 
   close(): void;
 }

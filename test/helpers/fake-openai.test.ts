@@ -174,6 +174,74 @@ describe('fake OpenAI: chat completions', () => {
     expect(args).toBe('{"city":"Paris"}');
   });
 
+  it('answers with parallel tool calls in OpenAI’s chunk form, which the SDK stream helper assembles', async () => {
+    const calls = [
+      { name: 'get_weather', arguments: '{"city":"Paris"}' },
+      { name: 'get_time', arguments: '{"tz":"CET"}' },
+    ];
+    fake.setBehavior({ toolCalls: calls });
+    const completion = await client.chat.completions.create(chatBody('both?'));
+    assertOpenAISchema('CreateChatCompletionResponse', completion);
+    const toolCalls = completion.choices[0]?.message.tool_calls ?? [];
+    expect(toolCalls.map((c) => (c.type === 'function' ? c.function : undefined))).toEqual(calls);
+    expect(new Set(toolCalls.map((c) => c.id)).size).toBe(2);
+
+    const res = await post('/chat/completions', streamBody('both?'));
+    const deltas = (await rawEvents(res))
+      .filter((e) => e.data !== '[DONE]')
+      .map((e) => {
+        const chunk = JSON.parse(e.data);
+        assertOpenAISchema('CreateChatCompletionStreamResponse', chunk);
+        return chunk.choices[0]?.delta;
+      });
+    // First delta of each call: index, id, type, name, arguments ''; the first one also opens the message.
+    expect(deltas[0]).toEqual({
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        {
+          index: 0,
+          id: expect.any(String),
+          type: 'function',
+          function: { name: 'get_weather', arguments: '' },
+        },
+      ],
+      refusal: null,
+    });
+    expect(deltas[1]).toEqual({ tool_calls: [{ index: 0, function: { arguments: expect.any(String) } }] });
+    const secondOpen = deltas.findIndex((d) => d?.tool_calls?.[0]?.index === 1);
+    expect(deltas[secondOpen]).toEqual({
+      tool_calls: [
+        { index: 1, id: expect.any(String), type: 'function', function: { name: 'get_time', arguments: '' } },
+      ],
+    });
+
+    const final = await client.chat.completions.stream(streamBody('both?')).finalChatCompletion();
+    expect(
+      final.choices[0]?.message.tool_calls?.map((c) => (c.type === 'function' ? c.function : undefined)),
+    ).toEqual(calls);
+    expect(final.choices[0]?.finish_reason).toBe('tool_calls');
+  });
+
+  it('sends reasoning_content on the message and as deltas before the answer', async () => {
+    fake.setBehavior({ reasoning: 'Let me think.' });
+    const completion = await client.chat.completions.create(chatBody('why?'));
+    const message = completion.choices[0]?.message as unknown as Record<string, unknown>;
+    expect(message.reasoning_content).toBe('Let me think.');
+    expect(message.content).toBe(fakeReply('why?'));
+    expect(completion.usage?.completion_tokens_details?.reasoning_tokens).toBe(3);
+
+    const res = await post('/chat/completions', streamBody('why?'));
+    const deltas = (await rawEvents(res))
+      .filter((e) => e.data !== '[DONE]')
+      .map((e) => JSON.parse(e.data).choices[0]?.delta ?? {});
+    const reasoning = deltas.map((d) => d.reasoning_content ?? '').join('');
+    const firstText = deltas.findIndex((d) => typeof d.content === 'string' && d.content !== '');
+    const lastReasoning = deltas.findLastIndex((d) => d.reasoning_content !== undefined);
+    expect(reasoning).toBe('Let me think.');
+    expect(lastReasoning).toBeLessThan(firstText);
+  });
+
   it('rejects a request without messages like OpenAI does', async () => {
     const res = await post('/chat/completions', { model: 'fake-model', messages: [] });
     expect(res.status).toBe(400);
@@ -280,6 +348,50 @@ describe('fake OpenAI: responses', () => {
     if (last?.type !== 'response.incomplete') return;
     assertOpenAISchema('ResponseIncompleteEvent', last);
     expect(last.response.incomplete_details?.reason).toBe('max_output_tokens');
+  });
+});
+
+describe('fake OpenAI: stored responses', () => {
+  it('retrieves, lists the input of and deletes the responses it keeps, as OpenAI answers', async () => {
+    const created = await client.responses.create({ model: 'fake-model', input: 'keep' });
+    const got = await client.responses.retrieve(created.id);
+    assertOpenAISchema('Response', got);
+    expect(got.output_text).toBe(fakeReply('keep'));
+    const items = await client.responses.inputItems.list(created.id);
+    expect(items.data).toEqual([
+      expect.objectContaining({
+        type: 'message',
+        role: 'user',
+        content: [{ type: 'input_text', text: 'keep' }],
+      }),
+    ]);
+    const res = await fetch(`${fake.url}/responses/${created.id}`, {
+      method: 'DELETE',
+      headers: { authorization: 'Bearer sk-test' },
+    });
+    expect(await res.json()).toEqual({ id: created.id, object: 'response', deleted: true });
+    await expect(client.responses.retrieve(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it('keeps nothing with store false, and answers an unknown previous_response_id with 404', async () => {
+    const created = await client.responses.create({ model: 'fake-model', input: 'forget', store: false });
+    expect(fake.storedResponses.has(created.id)).toBe(false);
+    const res = await post('/responses', {
+      model: 'fake-model',
+      input: 'x',
+      previous_response_id: created.id,
+    });
+    expect(res.status).toBe(404);
+    const body = await res.json();
+    assertOpenAISchema('ErrorResponse', body);
+    expect(body).toEqual({
+      error: {
+        message: `Previous response with id '${created.id}' not found.`,
+        type: 'invalid_request_error',
+        param: 'previous_response_id',
+        code: 'previous_response_not_found',
+      },
+    });
   });
 });
 

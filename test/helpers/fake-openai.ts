@@ -50,6 +50,17 @@ export interface FakeBehavior {
   reply?: string;
   /** Chat only: answer with one function tool call instead of text. */
   toolCall?: { name: string; arguments: string };
+  /**
+   * Chat only: answer with these function tool calls (parallel) instead of text. Streamed in OpenAI's
+   * chunk form: a call's first delta carries index, id, type, name and `arguments: ''`, then its
+   * arguments come in three pieces (`{index, function: {arguments}}`), one call after the other.
+   */
+  toolCalls?: Array<{ name: string; arguments: string }>;
+  /**
+   * Chat only: the model's reasoning, sent as `reasoning_content` (the field vLLM and DeepSeek use) on
+   * the message, or streamed one word per delta before the answer.
+   */
+  reasoning?: string;
   /** Replace the response's Content-Type header (e.g. `application/json` for a stream request). */
   contentType?: string;
 }
@@ -67,7 +78,16 @@ export interface FakeOpenAIOptions {
   behavior?: FakeBehavior;
 }
 
+/**
+ * What the fake's native Responses API keeps: every response it made with store not false, by id, and
+ * its input items. POST with an unknown previous_response_id answers OpenAI's 404
+ * previous_response_not_found; GET/DELETE /v1/responses/{id} and GET …/input_items serve this map.
+ */
+export type FakeResponseStore = Map<string, { response: JsonObject; inputItems: JsonObject[] }>;
+
 export interface FakeOpenAI extends FakeServerControls<FakeBehavior> {
+  /** The responses its native Responses API keeps (see FakeResponseStore). */
+  storedResponses: FakeResponseStore;
   /** Base URL including `/v1`, e.g. `http://127.0.0.1:PORT/v1`. */
   url: string;
   /** `http://127.0.0.1:PORT` */
@@ -122,6 +142,7 @@ export function encodeFloat32Base64(vector: number[]): string {
 export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const models = options.models ?? ['fake-model', 'fake-embedding'];
   const nativeDimensions = options.embeddingDimensions ?? 16;
+  const storedResponses: FakeResponseStore = new Map();
   async function handle(ctx: Exchange): Promise<void> {
     const { req, behavior, body, rawBody } = ctx;
     if (behavior.hangUp) {
@@ -146,6 +167,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     if (route === 'POST /v1/chat/completions') return chatCompletions(ctx);
     if (route === 'POST /v1/embeddings') return embeddings(ctx);
     if (route === 'POST /v1/responses') return responses(ctx);
+    const storedMatch = /^\/v1\/responses\/([^/]+)(\/input_items)?$/.exec(url.pathname);
+    if (storedMatch && (req.method === 'GET' || req.method === 'DELETE')) {
+      return storedResponse(ctx, decodeURIComponent(storedMatch[1] ?? ''), storedMatch[2] !== undefined);
+    }
     if (route === 'GET /v1/models') {
       return sendBody(ctx, 200, { object: 'list', data: models.map(modelObject) });
     }
@@ -198,40 +223,47 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const limit = firstInteger(body.max_completion_tokens, body.max_tokens);
     const allPieces = replyPieces(text);
     const pieces = limit === undefined ? allPieces : allPieces.slice(0, limit);
-    const toolCall = ctx.behavior.toolCall;
-    const finishReason = toolCall ? 'tool_calls' : pieces.length < allPieces.length ? 'length' : 'stop';
+    const b = ctx.behavior;
+    const calls = b.toolCalls ?? (b.toolCall ? [b.toolCall] : []);
+    const reasoning = b.reasoning;
+    const finishReason =
+      calls.length > 0 ? 'tool_calls' : pieces.length < allPieces.length ? 'length' : 'stop';
     const promptTokens = messages.reduce<number>((n, m) => n + countWords(messageText(m)), 0);
-    const completionTokens = toolCall ? countWords(toolCall.arguments) + 1 : pieces.length;
+    const completionTokens =
+      (calls.length > 0
+        ? calls.reduce<number>((n, c) => n + countWords(c.arguments) + 1, 0)
+        : pieces.length) + (reasoning === undefined ? 0 : countWords(reasoning));
     const usage = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
       total_tokens: promptTokens + completionTokens,
       prompt_tokens_details: { cached_tokens: 0, audio_tokens: 0 },
       completion_tokens_details: {
-        reasoning_tokens: 0,
+        reasoning_tokens: reasoning === undefined ? 0 : countWords(reasoning),
         audio_tokens: 0,
         accepted_prediction_tokens: 0,
         rejected_prediction_tokens: 0,
       },
     };
-    const toolCallId = `call_fake${ctx.id}`;
+    // The first call keeps the id the fake has always given its one call; the next ones are numbered.
+    const toolCallId = (i: number) => `call_fake${ctx.id}${i === 0 ? '' : `_${i}`}`;
 
     if (body.stream !== true) {
-      const message: JsonObject = toolCall
-        ? {
-            role: 'assistant',
-            content: null,
-            refusal: null,
-            annotations: [],
-            tool_calls: [
-              {
-                id: toolCallId,
+      const message: JsonObject =
+        calls.length > 0
+          ? {
+              role: 'assistant',
+              content: null,
+              refusal: null,
+              annotations: [],
+              tool_calls: calls.map((call, i) => ({
+                id: toolCallId(i),
                 type: 'function',
-                function: { name: toolCall.name, arguments: toolCall.arguments },
-              },
-            ],
-          }
-        : { role: 'assistant', content: pieces.join(''), refusal: null, annotations: [] };
+                function: { name: call.name, arguments: call.arguments },
+              })),
+            }
+          : { role: 'assistant', content: pieces.join(''), refusal: null, annotations: [] };
+      if (reasoning !== undefined) message.reasoning_content = reasoning;
       return sendBody(ctx, 200, {
         id,
         object: 'chat.completion',
@@ -265,29 +297,31 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     });
 
     const frames: string[] = [];
-    if (toolCall) {
-      frames.push(
-        chunk([
-          choice({
-            role: 'assistant',
-            content: null,
-            tool_calls: [
-              {
-                index: 0,
-                id: toolCallId,
-                type: 'function',
-                function: { name: toolCall.name, arguments: '' },
-              },
-            ],
-            refusal: null,
-          }),
-        ]),
-      );
-      for (const piece of splitInto(toolCall.arguments, 3)) {
-        frames.push(chunk([choice({ tool_calls: [{ index: 0, function: { arguments: piece } }] })]));
-      }
+    const roleDelta: JsonObject = { role: 'assistant', content: calls.length > 0 ? null : '', refusal: null };
+    let roleSent = false;
+    if (reasoning !== undefined) {
+      frames.push(chunk([choice(roleDelta)]));
+      roleSent = true;
+      for (const piece of replyPieces(reasoning)) frames.push(chunk([choice({ reasoning_content: piece })]));
+    }
+    if (calls.length > 0) {
+      calls.forEach((call, i) => {
+        const first = {
+          tool_calls: [
+            { index: i, id: toolCallId(i), type: 'function', function: { name: call.name, arguments: '' } },
+          ],
+        };
+        // OpenAI's first chunk: role, content null, the first call's opening delta, refusal null.
+        frames.push(
+          chunk([choice(roleSent ? first : { role: 'assistant', content: null, ...first, refusal: null })]),
+        );
+        roleSent = true;
+        for (const piece of splitInto(call.arguments, 3)) {
+          frames.push(chunk([choice({ tool_calls: [{ index: i, function: { arguments: piece } }] })]));
+        }
+      });
     } else {
-      frames.push(chunk([choice({ role: 'assistant', content: '', refusal: null })]));
+      if (!roleSent) frames.push(chunk([choice(roleDelta)]));
       for (const piece of pieces) frames.push(chunk([choice({ content: piece })]));
     }
     frames.push(chunk([choice({}, finishReason)]));
@@ -347,6 +381,14 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const userText = responsesUserText(body.input);
     if (userText === undefined) {
       return sendError(ctx, 400, { message: "'input' is a required property", param: 'input' });
+    }
+    const previous = body.previous_response_id;
+    if (typeof previous === 'string' && !storedResponses.has(previous)) {
+      return sendError(ctx, 404, {
+        message: `Previous response with id '${previous}' not found.`,
+        param: 'previous_response_id',
+        code: 'previous_response_not_found',
+      });
     }
     const text = ctx.behavior.reply ?? fakeReply(userText);
     const limit = firstInteger(body.max_output_tokens);
@@ -411,6 +453,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const finalStatus = incomplete ? 'incomplete' : 'completed';
     const itemStatus = incomplete ? 'incomplete' : 'completed';
     const finalItem = item(itemStatus, [part(finalText)]);
+    if (body.store !== false) {
+      storedResponses.set(responseId, {
+        response: responseObject(finalStatus, [finalItem], true),
+        inputItems: inputItemsOf(body.input, ctx.id),
+      });
+    }
 
     if (body.stream !== true) {
       return sendBody(ctx, 200, responseObject(finalStatus, [finalItem], true));
@@ -455,6 +503,29 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       errorFrame,
       'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", "delta": \n\n',
     );
+  }
+
+  /** GET/DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items, as OpenAI answers them. */
+  function storedResponse(ctx: Exchange, id: string, inputItems: boolean): Promise<void> | void {
+    const stored = storedResponses.get(id);
+    if (!stored) {
+      return sendError(ctx, 404, { message: `Response with id '${id}' not found.`, param: 'response_id' });
+    }
+    if (inputItems) {
+      const data = stored.inputItems;
+      return sendBody(ctx, 200, {
+        object: 'list',
+        data,
+        first_id: data[0]?.id ?? null,
+        last_id: data[data.length - 1]?.id ?? null,
+        has_more: false,
+      });
+    }
+    if (ctx.req.method === 'DELETE') {
+      storedResponses.delete(id);
+      return sendBody(ctx, 200, { id, object: 'response', deleted: true });
+    }
+    return sendBody(ctx, 200, stored.response);
   }
 
   // ---- sending ----
@@ -525,7 +596,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     behavior: options.behavior ?? {},
     errorBody: (message) => errorBody(500, { message }),
   });
-  return { ...server, url: `${server.origin}/v1` };
+  return { ...server, url: `${server.origin}/v1`, storedResponses };
 }
 
 type Exchange = ServerExchange<FakeBehavior>;
@@ -615,6 +686,23 @@ function responsesUserText(input: unknown): string | undefined {
     if (isObject(item) && item.role === 'user') return contentText(item.content);
   }
   return '';
+}
+
+/** A Responses `input` as OpenAI lists it back (input_items): message items with ids, newest last. */
+function inputItemsOf(input: unknown, exchangeId: number): JsonObject[] {
+  const items: unknown[] =
+    typeof input === 'string' ? [{ role: 'user', content: input }] : (input as unknown[]);
+  return items.filter(isObject).map((item, i) => {
+    const content =
+      typeof item.content === 'string' ? [{ type: 'input_text', text: item.content }] : item.content;
+    return {
+      id: typeof item.id === 'string' ? item.id : `msg_fakein${exchangeId}_${i}`,
+      type: item.type ?? 'message',
+      status: 'completed',
+      ...item,
+      ...(item.content === undefined ? {} : { content }),
+    };
+  });
 }
 
 function embeddingInputs(input: unknown): (string | number[])[] | undefined {

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { JsonObject } from '../../providers/types.js';
 import {
+  assistantTurn,
   type ChatMessage,
   chatCompletionToResponse,
+  responseOfItem,
   responsesToChat,
   validateResponsesRequest,
 } from '../../src/responses/bridge.js';
@@ -186,7 +188,7 @@ describe('chatCompletionToResponse', () => {
     const output = response.output as JsonObject[];
     expect(output).toHaveLength(1);
     expect(output[0]).toEqual({
-      id: expect.stringMatching(/^msg_[0-9a-f]{48}$/),
+      id: expect.stringMatching(/^msg_[0-9a-f]{50}$/),
       type: 'message',
       status: 'completed',
       role: 'assistant',
@@ -246,10 +248,209 @@ describe('chatCompletionToResponse', () => {
     });
   });
 
-  it('gives each response a fresh message id', () => {
+  it('gives each response its own item ids, which lead back to it', () => {
+    const other = { ...meta(), id: `resp_${'f'.repeat(48)}` };
     const a = chatCompletionToResponse(completion('x', 'stop'), meta());
-    const b = chatCompletionToResponse(completion('x', 'stop'), meta());
-    const id = (r: JsonObject) => (r.output as JsonObject[])[0]?.id;
+    const b = chatCompletionToResponse(completion('x', 'stop'), other);
+    const id = (r: JsonObject) => String((r.output as JsonObject[])[0]?.id);
     expect(id(a)).not.toBe(id(b));
+    expect(responseOfItem(id(a))).toBe(RESPONSE_ID);
+    expect(responseOfItem(id(b))).toBe(other.id);
+    expect(responseOfItem('msg_123')).toBeUndefined();
+  });
+});
+
+describe('tools, formats, images and reasoning on the bridge', () => {
+  const tool = {
+    type: 'function',
+    name: 'f',
+    description: 'F',
+    parameters: { type: 'object' },
+    strict: true,
+  };
+
+  it('writes chat tools, tool_choice, response_format and reasoning_effort', () => {
+    const { chatBody } = toChat({
+      model: 'm',
+      input: 'x',
+      tools: [tool, { type: 'function', name: 'g', parameters: null }],
+      tool_choice: { type: 'function', name: 'g' },
+      parallel_tool_calls: false,
+      text: { format: { type: 'json_schema', name: 'out', schema: { type: 'object' }, strict: true } },
+      reasoning: { effort: 'minimal' },
+    });
+    expect(chatBody).toEqual({
+      model: 'm',
+      messages: [{ role: 'user', content: 'x' }],
+      tools: [
+        {
+          type: 'function',
+          function: { name: 'f', description: 'F', parameters: { type: 'object' }, strict: true },
+        },
+        { type: 'function', function: { name: 'g' } },
+      ],
+      tool_choice: { type: 'function', function: { name: 'g' } },
+      parallel_tool_calls: false,
+      response_format: {
+        type: 'json_schema',
+        json_schema: { name: 'out', schema: { type: 'object' }, strict: true },
+      },
+      reasoning_effort: 'minimal',
+    });
+  });
+
+  it('joins an assistant message and the function calls after it into one chat turn, and drops reasoning items', () => {
+    const { chatBody, conversation } = toChat({
+      model: 'm',
+      input: [
+        { role: 'user', content: 'q' },
+        { type: 'reasoning', id: 'rs_1', summary: [] },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Let me look.' }] },
+        { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+        { type: 'function_call', call_id: 'c2', name: 'f', arguments: '{"a":1}' },
+        { type: 'function_call_output', call_id: 'c1', output: 'one' },
+        { type: 'function_call_output', call_id: 'c2', output: 'two' },
+      ],
+    });
+    const expected = [
+      { role: 'user', content: 'q' },
+      {
+        role: 'assistant',
+        content: 'Let me look.',
+        tool_calls: [
+          { id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } },
+          { id: 'c2', type: 'function', function: { name: 'f', arguments: '{"a":1}' } },
+        ],
+      },
+      { role: 'tool', tool_call_id: 'c1', content: 'one' },
+      { role: 'tool', tool_call_id: 'c2', content: 'two' },
+    ];
+    expect(chatBody.messages).toEqual(expected);
+    expect(conversation).toEqual(expected);
+  });
+
+  it('does not repeat function calls the history already holds', () => {
+    const previous: ChatMessage[] = [
+      { role: 'user', content: 'q' },
+      {
+        role: 'assistant',
+        content: 'Looking.',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+      },
+    ];
+    const { conversation } = toChat(
+      {
+        model: 'm',
+        input: [
+          { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Looking.' }] },
+          { type: 'function_call', call_id: 'c1', name: 'f', arguments: '{}' },
+          { type: 'function_call_output', call_id: 'c1', output: 'done' },
+        ],
+      },
+      previous,
+    );
+    expect(conversation).toEqual([...previous, { role: 'tool', tool_call_id: 'c1', content: 'done' }]);
+  });
+
+  it('keeps text parts as text parts beside images', () => {
+    const { chatBody } = toChat({
+      model: 'm',
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'see' },
+            { type: 'input_image', image_url: 'https://x/y.png', detail: 'high' },
+          ],
+        },
+      ],
+    });
+    expect(chatBody.messages).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'see' },
+          { type: 'image_url', image_url: { url: 'https://x/y.png', detail: 'high' } },
+        ],
+      },
+    ]);
+  });
+
+  it('answers reasoning, text and tool calls as items in that order, and remembers the turn for history', () => {
+    const body = completion('Calling.', 'tool_calls');
+    const message = body.choices[0]?.message as JsonObject;
+    message.reasoning_content = 'I should call f.';
+    message.tool_calls = [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }];
+    const response = chatCompletionToResponse(
+      body,
+      meta({ tools: [tool], text: { format: { type: 'json_object' } } }),
+    );
+    assertOpenAISchema('Response', response);
+    const output = response.output as JsonObject[];
+    expect(output.map((o) => o.type)).toEqual(['reasoning', 'message', 'function_call']);
+    expect(output[2]).toEqual({
+      id: expect.stringMatching(/^fc_[0-9a-f]{50}$/),
+      type: 'function_call',
+      status: 'completed',
+      call_id: 'call_1',
+      name: 'f',
+      arguments: '{"a":1}',
+    });
+    expect(response.status).toBe('completed');
+    expect(response.tools).toEqual([tool]);
+    expect(response.text).toEqual({ format: { type: 'json_object' }, verbosity: 'medium' });
+    expect(assistantTurn(output)).toEqual({
+      role: 'assistant',
+      content: 'Calling.',
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{"a":1}' } }],
+    });
+  });
+
+  it('leaves the message item out when the model only called tools', () => {
+    const body = completion(null, 'tool_calls');
+    (body.choices[0]?.message as JsonObject).tool_calls = [
+      { id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } },
+    ];
+    const output = chatCompletionToResponse(body, meta({ tools: [tool] })).output as JsonObject[];
+    expect(output.map((o) => o.type)).toEqual(['function_call']);
+    expect(assistantTurn(output)).toMatchObject({ content: null });
+  });
+
+  it('round-trips signed thinking blocks: the reasoning item carries them, sent back they precede the calls', () => {
+    const blocks = [
+      { type: 'thinking', thinking: 'Need f.', signature: 'sig-1' },
+      { type: 'redacted_thinking', data: 'opaque' },
+    ];
+    const body = completion(null, 'tool_calls');
+    const message = body.choices[0]?.message as JsonObject;
+    message.reasoning_content = 'Need f.';
+    message.thinking_blocks = blocks;
+    message.tool_calls = [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }];
+    const response = chatCompletionToResponse(body, meta({ tools: [tool] }));
+    assertOpenAISchema('Response', response);
+    const output = response.output as JsonObject[];
+    expect(output[0]).toMatchObject({ type: 'reasoning', encrypted_content: expect.any(String) });
+    expect(assistantTurn(output).thinking_blocks).toEqual(blocks);
+
+    // Stateless: the client sends the output back as input, with the tool's result.
+    const { chatBody } = toChat({
+      model: 'm',
+      tools: [tool],
+      input: [
+        { role: 'user', content: 'q' },
+        ...output,
+        { type: 'function_call_output', call_id: 'call_1', output: 'r' },
+      ],
+    });
+    expect(chatBody.messages).toEqual([
+      { role: 'user', content: 'q' },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+        thinking_blocks: blocks,
+      },
+      { role: 'tool', tool_call_id: 'call_1', content: 'r' },
+    ]);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../../src/errors.js';
-import { chatStreamToResponseEvents } from '../../src/responses/bridge.js';
+import { assistantTurn, chatStreamToResponseEvents } from '../../src/responses/bridge.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 import { chatChunks, collect, iterate, meta, type Parsed, RESPONSE_ID } from './fixtures.js';
 
@@ -16,7 +16,32 @@ const SCHEMA_OF: Record<string, string> = {
   'response.output_item.done': 'ResponseOutputItemDoneEvent',
   'response.completed': 'ResponseCompletedEvent',
   'response.incomplete': 'ResponseIncompleteEvent',
+  'response.function_call_arguments.delta': 'ResponseFunctionCallArgumentsDeltaEvent',
+  'response.function_call_arguments.done': 'ResponseFunctionCallArgumentsDoneEvent',
+  'response.reasoning_text.delta': 'ResponseReasoningTextDeltaEvent',
+  'response.reasoning_text.done': 'ResponseReasoningTextDoneEvent',
 };
+
+/** One chat chunk with choice 0's delta, as OpenAI-compatible upstreams send it. */
+function deltaChunk(delta: JsonObject, finishReason: string | null = null): SseEvent {
+  return {
+    data: JSON.stringify({
+      id: 'chatcmpl-1',
+      object: 'chat.completion.chunk',
+      created: 1_750_000_000,
+      model: 'llama',
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    }),
+  };
+}
+
+/** A tool call in OpenAI's stream form: the opening delta (index, id, type, name, ''), then pieces. */
+function callChunks(index: number, id: string, name: string, pieces: string[]): SseEvent[] {
+  return [
+    deltaChunk({ tool_calls: [{ index, id, type: 'function', function: { name, arguments: '' } }] }),
+    ...pieces.map((p) => deltaChunk({ tool_calls: [{ index, function: { arguments: p } }] })),
+  ];
+}
 
 async function run(chunks: SseEvent[], request: JsonObject = {}) {
   const completed: JsonObject[] = [];
@@ -74,7 +99,7 @@ describe('chatStreamToResponseEvents', () => {
     }
     const item = added?.item as JsonObject;
     expect(item).toEqual({
-      id: expect.stringMatching(/^msg_[0-9a-f]{48}$/),
+      id: expect.stringMatching(/^msg_[0-9a-f]{50}$/),
       type: 'message',
       status: 'in_progress',
       content: [],
@@ -213,5 +238,156 @@ describe('chatStreamToResponseEvents', () => {
     const { events } = await run(chunks);
     checkEvents(events);
     expect(finalOf(events).output_text).toBe('ab');
+  });
+
+  it('streams text, then each parallel tool call as its own output item, completing with the same items', async () => {
+    const { events, completed } = await run(
+      [
+        deltaChunk({ role: 'assistant', content: '' }),
+        deltaChunk({ content: 'Checking.' }),
+        ...callChunks(0, 'call_a', 'get_weather', ['{"city"', ':"Paris"}']),
+        ...callChunks(1, 'call_b', 'get_time', ['{}']),
+        deltaChunk({}, 'tool_calls'),
+      ],
+      {
+        tools: [
+          { type: 'function', name: 'get_weather' },
+          { type: 'function', name: 'get_time' },
+        ],
+      },
+    );
+    checkEvents(events);
+    expect(events.slice(2, -1).map((e) => `${String(e.data.type)}@${String(e.data.output_index)}`)).toEqual([
+      'response.output_item.added@0',
+      'response.content_part.added@0',
+      'response.output_text.delta@0',
+      'response.output_text.done@0',
+      'response.content_part.done@0',
+      'response.output_item.done@0',
+      'response.output_item.added@1',
+      'response.function_call_arguments.delta@1',
+      'response.function_call_arguments.delta@1',
+      'response.function_call_arguments.done@1',
+      'response.output_item.done@1',
+      'response.output_item.added@2',
+      'response.function_call_arguments.delta@2',
+      'response.function_call_arguments.done@2',
+      'response.output_item.done@2',
+    ]);
+    const added = events.find(
+      (e) => e.data.type === 'response.output_item.added' && e.data.output_index === 1,
+    );
+    expect(added?.data.item).toMatchObject({
+      type: 'function_call',
+      status: 'in_progress',
+      call_id: 'call_a',
+      name: 'get_weather',
+      arguments: '',
+    });
+    const done = events.filter((e) => e.data.type === 'response.output_item.done').map((e) => e.data.item);
+    expect(done[1]).toMatchObject({ call_id: 'call_a', arguments: '{"city":"Paris"}', status: 'completed' });
+    expect(done[2]).toMatchObject({ call_id: 'call_b', name: 'get_time', arguments: '{}' });
+    const final = finalOf(events);
+    expect(final.status).toBe('completed');
+    expect(final.output).toEqual(done);
+    expect(final.output_text).toBe('Checking.');
+    expect(completed).toEqual([final]);
+  });
+
+  it('puts reasoning_content first, as a reasoning item with one reasoning_text part', async () => {
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: '' }),
+      deltaChunk({ reasoning_content: 'Think' }),
+      deltaChunk({ reasoning_content: ' hard.' }),
+      deltaChunk({ content: 'Answer.' }),
+      deltaChunk({}, 'stop'),
+    ]);
+    checkEvents(events);
+    expect(types(events).slice(2, 9)).toEqual([
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.reasoning_text.delta',
+      'response.reasoning_text.delta',
+      'response.reasoning_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+    ]);
+    const final = finalOf(events);
+    const output = final.output as JsonObject[];
+    expect(output[0]).toMatchObject({
+      type: 'reasoning',
+      summary: [],
+      content: [{ type: 'reasoning_text', text: 'Think hard.' }],
+    });
+    expect(output[1]).toMatchObject({ type: 'message', content: [{ text: 'Answer.' }] });
+    expect(final.output_text).toBe('Answer.');
+  });
+
+  it('marks the last item incomplete when the upstream stopped at max tokens mid-call', async () => {
+    const { events } = await run([...callChunks(0, 'call_a', 'f', ['{"a":']), deltaChunk({}, 'length')]);
+    checkEvents(events);
+    const final = finalOf(events);
+    expect(final.status).toBe('incomplete');
+    expect((final.output as JsonObject[])[0]).toMatchObject({ type: 'function_call', status: 'incomplete' });
+  });
+
+  it('refuses more of a tool call after the next one began', async () => {
+    const chunks = [
+      ...callChunks(0, 'call_a', 'f', ['{}']),
+      ...callChunks(1, 'call_b', 'g', ['{}']),
+      deltaChunk({ tool_calls: [{ index: 0, function: { arguments: 'x' } }] }),
+    ];
+    const out = collect(chatStreamToResponseEvents(iterate(chunks), meta(), () => {}));
+    await expect(out).rejects.toBeInstanceOf(GantryError);
+  });
+
+  it('tells apart parallel calls an upstream sends all at index 0 by their ids (Ollama)', async () => {
+    const { events } = await run([
+      ...callChunks(0, 'call_a', 'f', ['{"x":1}']),
+      ...callChunks(0, 'call_b', 'g', ['{"y":2}']),
+      deltaChunk({}, 'tool_calls'),
+    ]);
+    checkEvents(events);
+    const output = finalOf(events).output as JsonObject[];
+    expect(output.map((o) => [o.call_id, o.name, o.arguments])).toEqual([
+      ['call_a', 'f', '{"x":1}'],
+      ['call_b', 'g', '{"y":2}'],
+    ]);
+  });
+
+  it('reads reasoning from vLLM’s `reasoning` field too, once when a server sends both names', async () => {
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: '' }),
+      deltaChunk({ reasoning: 'Hmm.' }),
+      deltaChunk({ reasoning: ' Yes.', reasoning_content: ' Yes.' }),
+      deltaChunk({ content: 'OK' }),
+      deltaChunk({}, 'stop'),
+    ]);
+    checkEvents(events);
+    const output = finalOf(events).output as JsonObject[];
+    expect(output[0]).toMatchObject({ type: 'reasoning', content: [{ text: 'Hmm. Yes.' }] });
+  });
+
+  it('carries signed thinking blocks in the reasoning item, and into the history turn', async () => {
+    const blocks = [{ type: 'thinking', thinking: 'Weather needs a tool.', signature: 'sig-abc' }];
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: '' }),
+      deltaChunk({ reasoning_content: 'Weather needs a tool.' }),
+      deltaChunk({ thinking_blocks: blocks }),
+      ...callChunks(0, 'call_a', 'get_weather', ['{"city":"Oslo"}']),
+      deltaChunk({}, 'tool_calls'),
+    ]);
+    checkEvents(events);
+    const output = finalOf(events).output as JsonObject[];
+    expect(output.map((o) => o.type)).toEqual(['reasoning', 'function_call']);
+    expect(typeof output[0]?.encrypted_content).toBe('string');
+    expect(assistantTurn(output)).toEqual({
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        { id: 'call_a', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+      ],
+      thinking_blocks: blocks,
+    });
   });
 });

@@ -93,33 +93,41 @@ describe('validateResponsesRequest', () => {
     ['an unknown role', [{ role: 'tool', content: 'x' }], 'input[0].role'],
     ['a missing role', [{ content: 'x' }], 'input[0].role'],
     [
-      'a function call item',
-      [{ type: 'function_call', call_id: 'c', name: 'f', arguments: '{}' }],
-      'input[0].type',
+      'a function call item without call_id',
+      [{ type: 'function_call', name: 'f', arguments: '{}' }],
+      'input[0].call_id',
     ],
     [
-      'an item reference',
-      [
-        { role: 'user', content: 'x' },
-        { type: 'item_reference', id: 'msg_1' },
-      ],
-      'input[1].type',
+      'a function call output without output',
+      [{ type: 'function_call_output', call_id: 'c' }],
+      'input[0].output',
     ],
+    [
+      'an item reference without id',
+      [{ role: 'user', content: 'x' }, { type: 'item_reference' }],
+      'input[1].id',
+    ],
+    ['an unknown item type', [{ type: 'computer_call_output', call_id: 'c' }], 'input[0].type'],
     ['numeric content', [{ role: 'user', content: 5 }], 'input[0].content'],
     ['empty content parts', [{ role: 'user', content: [] }], 'input[0].content'],
     ['a non-object part', [{ role: 'user', content: ['x'] }], 'input[0].content[0]'],
     [
-      'an image part',
+      'an image by file_id (there is no Files API)',
       [
         {
           role: 'user',
           content: [
             { type: 'input_text', text: 'see' },
-            { type: 'input_image', image_url: 'https://x/y.png' },
+            { type: 'input_image', file_id: 'file-1', detail: 'auto' },
           ],
         },
       ],
-      'input[0].content[1].type',
+      'input[0].content[1].file_id',
+    ],
+    [
+      'an image that is not a URL',
+      [{ role: 'user', content: [{ type: 'input_image', image_url: 'ftp://x', detail: 'auto' }] }],
+      'input[0].content[0].image_url',
     ],
     [
       'output_text from the user',
@@ -180,10 +188,7 @@ describe('validateResponsesRequest', () => {
   });
 
   it.each([
-    ['tools', [{ type: 'function', name: 'f', parameters: {} }]],
     ['tool_choice', 'required'],
-    ['tool_choice', { type: 'function', name: 'f' }],
-    ['reasoning', { effort: 'high' }],
     ['background', true],
     ['include', ['message.output_text.logprobs']],
     ['top_logprobs', 3],
@@ -202,10 +207,34 @@ describe('validateResponsesRequest', () => {
     expect(rejectedParam(withBase({ [param]: value }))).toBe(param);
   });
 
-  it('refuses structured and JSON output formats and non-default verbosity', () => {
-    const schema = { type: 'json_schema', name: 'x', schema: { type: 'object' } };
-    expect(rejectedParam(withBase({ text: { format: schema } }))).toBe('text.format');
-    expect(rejectedParam(withBase({ text: { format: { type: 'json_object' } } }))).toBe('text.format');
+  it('takes function tools, JSON formats and reasoning effort, and names what it cannot bridge', () => {
+    const tool = { type: 'function', name: 'f', parameters: { type: 'object' }, strict: true };
+    const schema = { type: 'json_schema', name: 'x', schema: { type: 'object' }, strict: true };
+    const ok = withBase({
+      tools: [tool],
+      tool_choice: { type: 'function', name: 'f' },
+      parallel_tool_calls: false,
+      text: { format: schema },
+      reasoning: { effort: 'high', summary: 'auto' },
+    });
+    expect(validateResponsesRequest(ok)).toBe(ok);
+    const encrypted = withBase({ include: ['reasoning.encrypted_content'], store: false });
+    expect(validateResponsesRequest(encrypted)).toBe(encrypted);
+    expect(validateResponsesRequest(withBase({ text: { format: { type: 'json_object' } } }))).toBeTruthy();
+    expect(rejectedParam(withBase({ tools: [tool, { type: 'web_search' }] }))).toBe('tools[1].type');
+    expect(rejectedParam(withBase({ tools: [{ type: 'function', parameters: {} }] }))).toBe('tools[0].name');
+    expect(rejectedParam(withBase({ tools: [tool], tool_choice: { type: 'function', name: 'g' } }))).toBe(
+      'tool_choice.name',
+    );
+    expect(rejectedParam(withBase({ tools: [tool], tool_choice: { type: 'mcp', server_label: 's' } }))).toBe(
+      'tool_choice',
+    );
+    expect(rejectedParam(withBase({ tools: [tool], max_tool_calls: 2 }))).toBe('max_tool_calls');
+    expect(rejectedParam(withBase({ reasoning: { effort: 'huge' } }))).toBe('reasoning.effort');
+    expect(rejectedParam(withBase({ text: { format: { type: 'json_schema', name: 'x' } } }))).toBe(
+      'text.format.schema',
+    );
+    expect(rejectedParam(withBase({ text: { format: { type: 'grammar' } } }))).toBe('text.format.type');
     expect(rejectedParam(withBase({ text: { format: 'text' } }))).toBe('text.format');
     expect(rejectedParam(withBase({ text: { verbosity: 'low' } }))).toBe('text.verbosity');
   });
@@ -235,6 +264,8 @@ describe('validateResponsesRequest', () => {
 
   it('says why in the message', () => {
     expect(() => validateResponsesRequest(withBase({ max_tokens: 5 }))).toThrow(/max_output_tokens/);
-    expect(() => validateResponsesRequest(withBase({ tools: [{ type: 'web_search' }] }))).toThrow(/tool/);
+    expect(() => validateResponsesRequest(withBase({ tools: [{ type: 'web_search' }] }))).toThrow(
+      /web_search.*only function tools/,
+    );
   });
 });
