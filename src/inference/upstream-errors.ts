@@ -71,8 +71,11 @@ export function fromUpstream(err: UpstreamError): GantryError {
   }
   if (status === 429 && !isBilling(err)) {
     const headers = err.retryAfter ? { 'retry-after': err.retryAfter } : undefined;
+    // Not the upstream's text: OpenAI's names Gantry's organization and the upstream model and its limits.
     return new GantryError('RATE_LIMIT_EXCEEDED', {
-      message: `The model provider is rate limiting: ${message}`,
+      message: err.retryAfter
+        ? `The model provider is rate limiting; retry after ${err.retryAfter} s`
+        : 'The model provider is rate limiting; retry later',
       ...(headers ? { headers } : {}),
       ...(code === undefined ? {} : { code }),
       cause: err,

@@ -273,13 +273,16 @@ describe('upstream errors become the right SDK exceptions', () => {
     expect(streamed.message).toContain('messages[0] is too long');
   });
 
-  it('a 429 is a RateLimitError with Retry-After relayed', async () => {
-    a.enqueue({ status: 429, retryAfter: '17', error: { message: 'Too many tokens per minute' } });
+  it('a 429 is a RateLimitError with Retry-After relayed, without the upstream’s text about its account', async () => {
+    const upstreamText =
+      'Rate limit reached for gpt-4o in organization org-GantrysOwnOrg on tokens per min (TPM): Limit 30000';
+    a.enqueue({ status: 429, retryAfter: '17', error: { message: upstreamText } });
     const err = await chatError('solo/chat');
     expect(err).toBeInstanceOf(OpenAI.RateLimitError);
     expect(err.status).toBe(429);
     expect(err.headers?.get('retry-after')).toBe('17');
-    expect(err.message).toContain('Too many tokens per minute');
+    expect(err.message).toContain('retry after 17 s');
+    expect(JSON.stringify(err.error)).not.toContain('org-GantrysOwnOrg');
     expectEnvelope(err.error, 'RATE_LIMIT_EXCEEDED', 429, 'rate_limit_error');
   });
 
