@@ -623,6 +623,22 @@ async function main(): Promise<number> {
   const resultsDir = dirname(settings.out);
   const profileDir = join(ROOT, 'bench', 'results', 'profile');
 
+  /** A run of one side lane alone (predictions or anthropic): its figures are the whole result file. */
+  const writeLaneOnly = async (
+    lane: Record<string, unknown>,
+    errors: readonly unknown[],
+  ): Promise<number> => {
+    await cleanup();
+    const durationS = Math.round((Date.now() - started) / 100) / 10;
+    mkdirSync(resultsDir, { recursive: true });
+    writeFileSync(
+      settings.out,
+      toJsonText({ version: 1, date: new Date().toISOString(), durationS, host, ...lane, errors }),
+    );
+    log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
+    return errors.length > 0 ? 1 : 0;
+  };
+
   // ---- predictions phase: bench/predictions.ts, before the chat targets start (its own children) ----
   const predictions = settings.phases.includes('predictions')
     ? await runPredictionsPhase({
@@ -650,43 +666,14 @@ async function main(): Promise<number> {
     process.stdout.write(`${anthropicLane.text}\n`);
     const rest = settings.phases.filter((p) => p !== 'anthropic' && p !== 'predictions');
     if (rest.length === 0 && !predictions) {
-      await cleanup();
-      const durationS = Math.round((Date.now() - started) / 100) / 10;
-      mkdirSync(resultsDir, { recursive: true });
-      writeFileSync(
-        settings.out,
-        toJsonText({
-          version: 1,
-          date: new Date().toISOString(),
-          durationS,
-          host,
-          anthropic: anthropicLane.json,
-          errors: anthropicLane.errors,
-        }),
-      );
-      log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
-      return anthropicLane.errors.length > 0 ? 1 : 0;
+      return writeLaneOnly({ anthropic: anthropicLane.json }, anthropicLane.errors);
     }
   }
   if (predictions && settings.phases.length === 1) {
-    await cleanup();
-    const durationS = Math.round((Date.now() - started) / 100) / 10;
-    const { verdicts, errors, json: figures } = predictions;
-    mkdirSync(resultsDir, { recursive: true });
-    writeFileSync(
-      settings.out,
-      toJsonText({
-        version: 1,
-        date: new Date().toISOString(),
-        durationS,
-        host,
-        predictions: figures,
-        verdicts,
-        errors,
-      }),
+    return writeLaneOnly(
+      { predictions: predictions.json, verdicts: predictions.verdicts },
+      predictions.errors,
     );
-    log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
-    return errors.length > 0 ? 1 : 0;
   }
   // ---- end of the predictions phase hook (its figures join the JSON and Targets below) ----
 
