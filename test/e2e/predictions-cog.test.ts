@@ -14,7 +14,7 @@
 import { connect, createServer, type Socket } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
+import { CONCATENATED_OUTPUT, type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { closedPort } from '../helpers/ports.js';
 import { parseSse, type SseEvent } from '../helpers/sse-events.js';
@@ -391,7 +391,7 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     // throttleMs 0: every log line is its own webhook, so logs show while the prediction runs.
     cog = await startFakeCog({ throttleMs: 0 });
     uploading = await startFakeCog({ throttleMs: 0, uploadFiles: true });
-    texts = await startFakeCog({ throttleMs: 0, outputSchema: CONCATENATED });
+    texts = await startFakeCog({ throttleMs: 0, outputSchema: CONCATENATED_OUTPUT });
     relay = await startRelay();
     gantry = await startGantry(
       asyncYaml(cog, relay.origin, uploading, texts),
@@ -604,15 +604,6 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
 // Outputs keep the shape the model produced (issue 13, "Outputs")
 // ---------------------------------------------------------------------------------------------------
 
-/** Cog's ConcatenateIterator output, as its /openapi.json publishes it (a language model's tokens). */
-const CONCATENATED = {
-  title: 'Output',
-  type: 'array',
-  items: { type: 'string' },
-  'x-cog-array-type': 'iterator',
-  'x-cog-array-display': 'concatenate',
-};
-
 /** A pydantic BaseModel output (`class Output(BaseModel)`): files beside plain values. */
 const OBJECT_OUTPUT = {
   title: 'Output',
@@ -641,7 +632,7 @@ describe('Cog provider, outputs keep the shape the model produced', () => {
       outputSchema: { title: 'Output', type: 'array', items: { type: 'string' } },
     });
     fakes.objects = await startFakeCog({ outputSchema: OBJECT_OUTPUT });
-    fakes.text = await startFakeCog({ outputSchema: CONCATENATED });
+    fakes.text = await startFakeCog({ outputSchema: CONCATENATED_OUTPUT });
     fakes.slow = await startFakeCog();
     const names = Object.keys(fakes) as Array<keyof typeof fakes>;
     gantry = await startGantry(`
