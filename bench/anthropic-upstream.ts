@@ -18,7 +18,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
-import { bufferedServer, serveChild } from './lib/child-server.js';
+import { fakeUpstreamServer, serveChild } from './lib/child-server.js';
 
 const { values } = parseArgs({ options: { chunks: { type: 'string', default: '32' } } });
 const CHUNKS = Math.max(2, Math.min(10_000, Number(values.chunks) || 32));
@@ -42,8 +42,6 @@ const PLAIN = plan(false);
 const WITH_TOOL = plan(true);
 
 let counter = 0;
-let connections = 0;
-let requests = 0;
 
 function nextId(prefix: string): string {
   counter = (counter + 1) % 1_000_000_000;
@@ -109,13 +107,6 @@ function sendError(res: ServerResponse, status: number, type: string, message: s
 }
 
 function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
-  if (req.method === 'GET' && req.url === '/bench/stats') {
-    const stats = JSON.stringify({ connections, requests });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(stats) });
-    res.end(stats);
-    return;
-  }
-  requests++;
   if (req.method !== 'POST' || req.url !== '/v1/messages') {
     sendError(res, 404, 'not_found_error', 'Not found');
     return;
@@ -147,8 +138,4 @@ function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
   res.end(json);
 }
 
-serveChild(
-  bufferedServer(answer, () => {
-    connections++;
-  }),
-);
+serveChild(fakeUpstreamServer(answer));

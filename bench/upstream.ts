@@ -13,7 +13,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
-import { bufferedServer, serveChild } from './lib/child-server.js';
+import { fakeUpstreamServer, serveChild } from './lib/child-server.js';
 
 const { values } = parseArgs({
   options: {
@@ -34,8 +34,6 @@ const PIECES = Array.from({ length: CHUNKS }, (_, i) => WORDS[i % WORDS.length] 
 const MODEL_RE = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
 
 let counter = 0;
-let connections = 0;
-let requests = 0;
 
 function nextId(): string {
   counter = (counter + 1) % 1_000_000_000;
@@ -113,13 +111,6 @@ function stream(res: ServerResponse, parts: string[]): void {
 }
 
 function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
-  if (req.method === 'GET' && req.url === '/bench/stats') {
-    const stats = JSON.stringify({ connections, requests });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(stats) });
-    res.end(stats);
-    return;
-  }
-  requests++;
   if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
     sendError(res, 404, `Unknown request URL: ${req.method} ${req.url}`);
     return;
@@ -139,8 +130,4 @@ function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
   res.end(json);
 }
 
-serveChild(
-  bufferedServer(answer, () => {
-    connections++;
-  }),
-);
+serveChild(fakeUpstreamServer(answer));

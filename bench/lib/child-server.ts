@@ -1,28 +1,42 @@
 /**
  * The HTTP side every bench child server shares (bench/upstream.ts, bench/anthropic-upstream.ts,
- * bench/bare-proxy.ts): long keep-alive so the load's connections stay open, listen on 127.0.0.1 at a
+ * bench/bare-proxy.ts): the fakes' /bench/stats counters, long keep-alive so the load's connections stay open, listen on 127.0.0.1 at a
  * random port, report it to the parent over IPC, and exit when the parent goes away (even killed).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /**
- * A server that gathers each request body (a chat request is one small read: no concat then) and hands it
- * to `answer`; `onConnection` counts the TCP connections for /bench/stats.
+ * A fake upstream: gathers each request body (a chat request is one small read: no concat then) and hands
+ * it to `answer`, except `GET /bench/stats`, answered here with `{connections, requests}` so far (the
+ * requests `answer` got), which shows connection churn.
  */
-export function bufferedServer(
+export function fakeUpstreamServer(
   answer: (req: IncomingMessage, res: ServerResponse, body: string) => void,
-  onConnection: () => void,
 ): Server {
+  let connections = 0;
+  let requests = 0;
   const server = createServer((req, res) => {
     const parts: Buffer[] = [];
     req.on('data', (chunk: Buffer) => parts.push(chunk));
     req.on('end', () => {
+      if (req.method === 'GET' && req.url === '/bench/stats') {
+        const stats = JSON.stringify({ connections, requests });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(stats),
+        });
+        res.end(stats);
+        return;
+      }
+      requests++;
       const body = parts.length === 1 ? (parts[0] as Buffer).toString() : Buffer.concat(parts).toString();
       answer(req, res, body);
     });
   });
-  server.on('connection', onConnection);
+  server.on('connection', () => {
+    connections++;
+  });
   return server;
 }
 
