@@ -15,7 +15,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CONCATENATED_OUTPUT, type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
-import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { predictionModelYaml, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { closedPort } from '../helpers/ports.js';
 import { parseSse, type SseEvent } from '../helpers/sse-events.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -73,16 +73,6 @@ function client(gantry: () => TestGantry) {
   return { call, create, get, waitFor };
 }
 
-function modelYaml(namespace: string, provider: string, extra = ''): string {
-  return `
-  - namespace: ${namespace}
-    name: ${namespace}
-    type: image
-    vendor: { name: Acme, slug: acme }
-    serves: [predictions]
-    routes: [{ provider: ${provider} }]${extra}`;
-}
-
 /** The predictions PUT to the fake (not the /openapi.json read nor the cancels). */
 function creates(cog: FakeCog) {
   return cog.requests.filter((r) => r.method === 'PUT' || (r.method === 'POST' && r.path === '/predictions'));
@@ -108,7 +98,7 @@ tiers:
   default: {}
 predictions:
   max_attempts: 2
-models:${modelYaml('acme/flux', 'cog')}${modelYaml(
+models:${predictionModelYaml('acme/flux', 'cog')}${predictionModelYaml(
       'acme/flux-down',
       'cog-down',
       `
@@ -338,8 +328,8 @@ tiers:
 predictions:
   max_attempts: 2
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${modelYaml('acme/flux', 'cog-async')}${uploading ? modelYaml('acme/flux-upload', 'cog-upload') : ''}${
-    texts ? modelYaml('acme/text-async', 'cog-text') : ''
+models:${predictionModelYaml('acme/flux', 'cog-async')}${uploading ? predictionModelYaml('acme/flux-upload', 'cog-upload') : ''}${
+    texts ? predictionModelYaml('acme/text-async', 'cog-text') : ''
   }
 `;
 }
@@ -642,7 +632,7 @@ tiers:
   default: {}
 predictions:
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${names.map((n) => modelYaml(`acme/${n}`, `cog-${n}`)).join('')}
+models:${names.map((n) => predictionModelYaml(`acme/${n}`, `cog-${n}`)).join('')}
 `);
     const secret = (await api.call('GET', '/v1/webhooks/secret')).body.key as string;
     receiver = await startWebhookReceiver({ secret });

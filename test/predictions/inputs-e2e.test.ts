@@ -12,7 +12,7 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
-import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { predictionModelYaml, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { until } from '../helpers/wait.js';
 
 type Json = Record<string, unknown>;
@@ -20,15 +20,13 @@ type Json = Record<string, unknown>;
 const URIS = '{ type: array, items: { type: string, format: uri } }';
 
 function model(namespace: string, inputSchema: string, extra = ''): string {
-  return `
-  - namespace: ${namespace}
-    name: ${namespace}
-    type: image
-    vendor: { name: Acme, slug: acme }
-    serves: [predictions]
-    routes: [{ provider: cog }]
+  return predictionModelYaml(
+    namespace,
+    'cog',
+    `
     input_schema: ${inputSchema}
-    output_schema: ${URIS}${extra}`;
+    output_schema: ${URIS}${extra}`,
+  );
 }
 
 describe('prediction inputs through Gantry and a Cog server', () => {
