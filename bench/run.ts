@@ -71,6 +71,7 @@ import {
   stopChild,
 } from './lib/children.js';
 import { envInt, envIntList, gantryNodeFlags } from './lib/env.js';
+import { cpuProfFlags, startGantryChild } from './lib/gantry-child.js';
 import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
@@ -740,13 +741,7 @@ async function main(): Promise<number> {
   if (settings.profile) {
     rmSync(profileDir, { recursive: true, force: true });
     mkdirSync(profileDir, { recursive: true });
-    nodeFlags.push(
-      '--cpu-prof',
-      '--cpu-prof-dir',
-      profileDir,
-      '--cpu-prof-name',
-      `${settings.profileTarget}.cpuprofile`,
-    );
+    nodeFlags.push(...cpuProfFlags(profileDir, `${settings.profileTarget}.cpuprofile`));
   }
   // Only gantry-redis runs on Redis, whatever the caller's environment says.
   const { GANTRY_CONFIG: _ignored, REDIS_URL: _ignoredToo, ...inherited } = process.env;
@@ -757,21 +752,15 @@ async function main(): Promise<number> {
     config = configPath,
     env: Record<string, string> = {},
   ) =>
-    startChild({
+    startGantryChild({
       name,
-      args: [...flags, bin, 'serve', '--config', config],
       cwd: ROOT,
-      env: {
-        ...inherited,
-        ...env,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        GANTRY_DATA_DIR: join(tempDir as string, `data-${name}`),
-        GANTRY_BOOTSTRAP_KEY: API_KEY,
-        LOG_LEVEL: 'warn',
-        NODE_ENV: 'production',
-      },
-      ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
+      nodeFlags: flags,
+      bin,
+      config,
+      env: { ...inherited, ...env },
+      dataDir: join(tempDir as string, `data-${name}`),
+      apiKey: API_KEY,
     });
   const guard = [...launchFlags, '--import', ORPHAN_GUARD];
   const flagsOf = (name: string) => (name === settings.profileTarget ? nodeFlags : guard);
