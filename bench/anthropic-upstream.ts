@@ -16,9 +16,9 @@
  *
  * usage: node --import tsx bench/anthropic-upstream.ts [--chunks N]
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
+import { fakeUpstreamServer, serveChild } from './lib/child-server.js';
 
 const { values } = parseArgs({ options: { chunks: { type: 'string', default: '32' } } });
 const CHUNKS = Math.max(2, Math.min(10_000, Number(values.chunks) || 32));
@@ -42,8 +42,6 @@ const PLAIN = plan(false);
 const WITH_TOOL = plan(true);
 
 let counter = 0;
-let connections = 0;
-let requests = 0;
 
 function nextId(prefix: string): string {
   counter = (counter + 1) % 1_000_000_000;
@@ -109,13 +107,6 @@ function sendError(res: ServerResponse, status: number, type: string, message: s
 }
 
 function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
-  if (req.method === 'GET' && req.url === '/bench/stats') {
-    const stats = JSON.stringify({ connections, requests });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(stats) });
-    res.end(stats);
-    return;
-  }
-  requests++;
   if (req.method !== 'POST' || req.url !== '/v1/messages') {
     sendError(res, 404, 'not_found_error', 'Not found');
     return;
@@ -147,25 +138,4 @@ function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
   res.end(json);
 }
 
-const server = createServer((req, res) => {
-  const parts: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => parts.push(chunk));
-  req.on('end', () => {
-    const body = parts.length === 1 ? (parts[0] as Buffer).toString() : Buffer.concat(parts).toString();
-    answer(req, res, body);
-  });
-});
-server.on('connection', () => {
-  connections++;
-});
-server.keepAliveTimeout = 120_000;
-server.headersTimeout = 130_000;
-
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.send?.({ ready: true, port, pid: process.pid });
-});
-
-process.on('disconnect', () => process.exit(0));
-process.on('SIGTERM', () => process.exit(0));
-process.on('SIGINT', () => process.exit(0));
+serveChild(fakeUpstreamServer(answer));

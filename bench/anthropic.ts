@@ -27,6 +27,7 @@ import { join } from 'node:path';
 import { Pool } from 'undici';
 import { type Child, ORPHAN_GUARD, readCpuMs, startChild, stopChild } from './lib/children.js';
 import { envInt, gantryNodeFlags } from './lib/env.js';
+import { startGantryChild } from './lib/gantry-child.js';
 import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
 import { round3, type Summary, summarize } from './lib/stats.js';
 import { int0, table } from './lib/table.js';
@@ -248,29 +249,15 @@ export async function runAnthropicLane(options: AnthropicLaneOptions): Promise<A
     const config = join(tempDir, 'gantry.yaml');
     writeFileSync(config, gantryYaml(openai.port, anthropic.port));
     const { GANTRY_CONFIG: _ignored, REDIS_URL: _ignoredToo, ...inherited } = process.env;
-    const gantry = await startChild({
+    const gantry = await startGantryChild({
       name: 'gantry-anthropic-lane',
-      args: [
-        ...gantryNodeFlags(join(root, 'package.json')),
-        '--import',
-        ORPHAN_GUARD,
-        options.gantryBin,
-        'serve',
-        '--config',
-        config,
-      ],
       cwd: root,
-      env: {
-        ...inherited,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        GANTRY_DATA_DIR: join(tempDir, 'data'),
-        GANTRY_BOOTSTRAP_KEY: API_KEY,
-        BENCH_ANTHROPIC_KEY: ANTHROPIC_KEY,
-        LOG_LEVEL: 'warn',
-        NODE_ENV: 'production',
-      },
-      ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
+      nodeFlags: [...gantryNodeFlags(join(root, 'package.json')), '--import', ORPHAN_GUARD],
+      bin: options.gantryBin,
+      config,
+      env: { ...inherited, BENCH_ANTHROPIC_KEY: ANTHROPIC_KEY },
+      dataDir: join(tempDir, 'data'),
+      apiKey: API_KEY,
     });
     started.push(gantry);
     const gantryOrigin = `http://127.0.0.1:${gantry.port}`;

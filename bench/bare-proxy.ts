@@ -9,9 +9,9 @@
  * usage: node --import tsx bench/bare-proxy.ts --upstream http://127.0.0.1:PORT [--connections N]
  */
 import { createServer, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { serveChild } from './lib/child-server.js';
 
 const { values } = parseArgs({
   options: {
@@ -69,14 +69,4 @@ const server = createServer((req, res) => {
     );
   });
 });
-server.keepAliveTimeout = 120_000;
-server.headersTimeout = 130_000;
-
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.send?.({ ready: true, port, pid: process.pid });
-});
-
-process.on('disconnect', () => process.exit(0));
-process.on('SIGTERM', () => process.exit(0));
-process.on('SIGINT', () => process.exit(0));
+serveChild(server);

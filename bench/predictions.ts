@@ -69,6 +69,7 @@ import {
   stopChild,
 } from './lib/children.js';
 import { envInt, envIntList, envItems, gantryNodeFlags } from './lib/env.js';
+import { cpuProfFlags, startGantryChild } from './lib/gantry-child.js';
 import { createDispatcher, drive, type PhaseResult, type RequestSpec } from './lib/load.js';
 import { EpochClock, WebhookReceiver, watchStream } from './lib/prediction-clients.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
@@ -745,28 +746,17 @@ export async function runPredictionsPhase(options: PredictionsPhaseOptions): Pro
   const launch = (name: ModeName, redisPort?: number) => {
     const flags = [...gantryNodeFlags(join(options.root, 'package.json')), '--import', ORPHAN_GUARD];
     if (profiling && settings.profileMode === name)
-      flags.push(
-        '--cpu-prof',
-        '--cpu-prof-dir',
-        profileDir,
-        '--cpu-prof-name',
-        `predictions-${name}.cpuprofile`,
-      );
-    return startChild({
+      flags.push(...cpuProfFlags(profileDir, `predictions-${name}.cpuprofile`));
+    return startGantryChild({
       name: `gantry-predictions-${name}`,
-      args: [...flags, options.gantryBin, 'serve', '--config', configPath, '--role', 'all'],
       cwd: options.root,
-      env: {
-        ...inherited,
-        ...(redisPort ? { REDIS_URL: `redis://127.0.0.1:${redisPort}` } : {}),
-        HOST: '127.0.0.1',
-        PORT: '0',
-        GANTRY_DATA_DIR: join(dataDir, name),
-        GANTRY_BOOTSTRAP_KEY: API_KEY,
-        LOG_LEVEL: 'warn',
-        NODE_ENV: 'production',
-      },
-      ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
+      nodeFlags: flags,
+      bin: options.gantryBin,
+      config: configPath,
+      serveArgs: ['--role', 'all'],
+      env: { ...inherited, ...(redisPort ? { REDIS_URL: `redis://127.0.0.1:${redisPort}` } : {}) },
+      dataDir: join(dataDir, name),
+      apiKey: API_KEY,
     });
   };
   // redis-server and the embedded Gantry at once; the distributed Gantry needs redis-server's port.

@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ORPHAN_GUARD, startChild, stopAll, stopChild } from './lib/children.js';
 import { gantryNodeFlags } from './lib/env.js';
+import { startGantryChild } from './lib/gantry-child.js';
 import { createDispatcher, drive, type RequestSpec } from './lib/load.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -105,29 +106,15 @@ async function main(): Promise<void> {
       '',
     ].join('\n'),
   );
-  const gantry = await startChild({
+  const gantry = await startGantryChild({
     name: 'gantry',
-    args: [
-      ...gantryNodeFlags(join(ROOT, 'package.json')),
-      '--import',
-      ORPHAN_GUARD,
-      ...prof('gantry'),
-      join(ROOT, 'bin', 'gantry.js'),
-      'serve',
-      '--config',
-      config,
-    ],
     cwd: ROOT,
-    env: {
-      ...process.env,
-      HOST: '127.0.0.1',
-      PORT: '0',
-      GANTRY_DATA_DIR: join(dir, 'data'),
-      GANTRY_BOOTSTRAP_KEY: API_KEY,
-      LOG_LEVEL: 'warn',
-      NODE_ENV: 'production',
-    },
-    ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
+    nodeFlags: [...gantryNodeFlags(join(ROOT, 'package.json')), '--import', ORPHAN_GUARD, ...prof('gantry')],
+    bin: join(ROOT, 'bin', 'gantry.js'),
+    config,
+    env: process.env,
+    dataDir: join(dir, 'data'),
+    apiKey: API_KEY,
   });
 
   const spec: RequestSpec = {

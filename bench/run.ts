@@ -71,6 +71,7 @@ import {
   stopChild,
 } from './lib/children.js';
 import { envInt, envIntList, gantryNodeFlags } from './lib/env.js';
+import { cpuProfFlags, startGantryChild } from './lib/gantry-child.js';
 import { createDispatcher, drive, type PhaseResult, type Plan, type RequestSpec } from './lib/load.js';
 import { formatProfile, type ProfileSummary, summarizeProfile } from './lib/profile.js';
 import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-count.js';
@@ -623,6 +624,22 @@ async function main(): Promise<number> {
   const resultsDir = dirname(settings.out);
   const profileDir = join(ROOT, 'bench', 'results', 'profile');
 
+  /** A run of one side lane alone (predictions or anthropic): its figures are the whole result file. */
+  const writeLaneOnly = async (
+    lane: Record<string, unknown>,
+    errors: readonly unknown[],
+  ): Promise<number> => {
+    await cleanup();
+    const durationS = Math.round((Date.now() - started) / 100) / 10;
+    mkdirSync(resultsDir, { recursive: true });
+    writeFileSync(
+      settings.out,
+      toJsonText({ version: 1, date: new Date().toISOString(), durationS, host, ...lane, errors }),
+    );
+    log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
+    return errors.length > 0 ? 1 : 0;
+  };
+
   // ---- predictions phase: bench/predictions.ts, before the chat targets start (its own children) ----
   const predictions = settings.phases.includes('predictions')
     ? await runPredictionsPhase({
@@ -650,43 +667,14 @@ async function main(): Promise<number> {
     process.stdout.write(`${anthropicLane.text}\n`);
     const rest = settings.phases.filter((p) => p !== 'anthropic' && p !== 'predictions');
     if (rest.length === 0 && !predictions) {
-      await cleanup();
-      const durationS = Math.round((Date.now() - started) / 100) / 10;
-      mkdirSync(resultsDir, { recursive: true });
-      writeFileSync(
-        settings.out,
-        toJsonText({
-          version: 1,
-          date: new Date().toISOString(),
-          durationS,
-          host,
-          anthropic: anthropicLane.json,
-          errors: anthropicLane.errors,
-        }),
-      );
-      log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
-      return anthropicLane.errors.length > 0 ? 1 : 0;
+      return writeLaneOnly({ anthropic: anthropicLane.json }, anthropicLane.errors);
     }
   }
   if (predictions && settings.phases.length === 1) {
-    await cleanup();
-    const durationS = Math.round((Date.now() - started) / 100) / 10;
-    const { verdicts, errors, json: figures } = predictions;
-    mkdirSync(resultsDir, { recursive: true });
-    writeFileSync(
-      settings.out,
-      toJsonText({
-        version: 1,
-        date: new Date().toISOString(),
-        durationS,
-        host,
-        predictions: figures,
-        verdicts,
-        errors,
-      }),
+    return writeLaneOnly(
+      { predictions: predictions.json, verdicts: predictions.verdicts },
+      predictions.errors,
     );
-    log(`results written to ${relative(ROOT, settings.out)} (${durationS} s in all)`);
-    return errors.length > 0 ? 1 : 0;
   }
   // ---- end of the predictions phase hook (its figures join the JSON and Targets below) ----
 
@@ -753,13 +741,7 @@ async function main(): Promise<number> {
   if (settings.profile) {
     rmSync(profileDir, { recursive: true, force: true });
     mkdirSync(profileDir, { recursive: true });
-    nodeFlags.push(
-      '--cpu-prof',
-      '--cpu-prof-dir',
-      profileDir,
-      '--cpu-prof-name',
-      `${settings.profileTarget}.cpuprofile`,
-    );
+    nodeFlags.push(...cpuProfFlags(profileDir, `${settings.profileTarget}.cpuprofile`));
   }
   // Only gantry-redis runs on Redis, whatever the caller's environment says.
   const { GANTRY_CONFIG: _ignored, REDIS_URL: _ignoredToo, ...inherited } = process.env;
@@ -770,21 +752,15 @@ async function main(): Promise<number> {
     config = configPath,
     env: Record<string, string> = {},
   ) =>
-    startChild({
+    startGantryChild({
       name,
-      args: [...flags, bin, 'serve', '--config', config],
       cwd: ROOT,
-      env: {
-        ...inherited,
-        ...env,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        GANTRY_DATA_DIR: join(tempDir as string, `data-${name}`),
-        GANTRY_BOOTSTRAP_KEY: API_KEY,
-        LOG_LEVEL: 'warn',
-        NODE_ENV: 'production',
-      },
-      ready: /Gantry listening on http:\/\/127\.0\.0\.1:(\d+)/,
+      nodeFlags: flags,
+      bin,
+      config,
+      env: { ...inherited, ...env },
+      dataDir: join(tempDir as string, `data-${name}`),
+      apiKey: API_KEY,
     });
   const guard = [...launchFlags, '--import', ORPHAN_GUARD];
   const flagsOf = (name: string) => (name === settings.profileTarget ? nodeFlags : guard);

@@ -11,9 +11,9 @@
  *
  * usage: node --import tsx bench/upstream.ts [--chunks N] [--gap-ms MS]
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
+import { fakeUpstreamServer, serveChild } from './lib/child-server.js';
 
 const { values } = parseArgs({
   options: {
@@ -34,8 +34,6 @@ const PIECES = Array.from({ length: CHUNKS }, (_, i) => WORDS[i % WORDS.length] 
 const MODEL_RE = /"model"\s*:\s*"((?:[^"\\]|\\.)*)"/;
 
 let counter = 0;
-let connections = 0;
-let requests = 0;
 
 function nextId(): string {
   counter = (counter + 1) % 1_000_000_000;
@@ -113,13 +111,6 @@ function stream(res: ServerResponse, parts: string[]): void {
 }
 
 function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
-  if (req.method === 'GET' && req.url === '/bench/stats') {
-    const stats = JSON.stringify({ connections, requests });
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(stats) });
-    res.end(stats);
-    return;
-  }
-  requests++;
   if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
     sendError(res, 404, `Unknown request URL: ${req.method} ${req.url}`);
     return;
@@ -139,26 +130,4 @@ function answer(req: IncomingMessage, res: ServerResponse, body: string): void {
   res.end(json);
 }
 
-const server = createServer((req, res) => {
-  const parts: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => parts.push(chunk));
-  req.on('end', () => {
-    const body = parts.length === 1 ? (parts[0] as Buffer).toString() : Buffer.concat(parts).toString();
-    answer(req, res, body);
-  });
-});
-server.on('connection', () => {
-  connections++;
-});
-server.keepAliveTimeout = 120_000;
-server.headersTimeout = 130_000;
-
-server.listen(0, '127.0.0.1', () => {
-  const { port } = server.address() as AddressInfo;
-  process.send?.({ ready: true, port, pid: process.pid });
-});
-
-// The parent owns this process: when it goes (even killed), so does the fake.
-process.on('disconnect', () => process.exit(0));
-process.on('SIGTERM', () => process.exit(0));
-process.on('SIGINT', () => process.exit(0));
+serveChild(fakeUpstreamServer(answer));

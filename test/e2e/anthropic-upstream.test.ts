@@ -5,6 +5,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { errorOf } from '../helpers/api-error.js';
 import {
   anthropicFakeReply,
   anthropicPieces,
@@ -74,15 +75,6 @@ function expectGantryCredential(req: RecordedAnthropicRequest): void {
   expect(req.headers['anthropic-version']).toBe('2023-06-01');
   expect(req.headers.authorization).toBeUndefined();
   expect(JSON.stringify(req.headers)).not.toContain(gantry.key);
-}
-
-async function errorOf(promise: Promise<unknown>): Promise<InstanceType<typeof OpenAI.APIError>> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (err instanceof OpenAI.APIError) return err;
-  throw new Error(`expected an APIError, got ${String(err)}`);
 }
 
 describe('chat completions through Anthropic', () => {

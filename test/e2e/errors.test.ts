@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { errorOf } from '../helpers/api-error.js';
 import { type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropic.js';
 import { type FakeOpenAI, fakeReply, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
@@ -140,15 +141,6 @@ models:
     up.reset();
   });
 
-  type ApiError = InstanceType<typeof OpenAI.APIError>;
-  async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
-    const err = await promise.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    if (err instanceof OpenAI.APIError) return err;
-    throw new Error(`expected an APIError, got ${String(err)}`);
-  }
   const chat = (model: string) =>
     errorOf(client.chat.completions.create({ model, messages: [{ role: 'user', content: 'x' }] }));
 

@@ -9,6 +9,7 @@
 import { createServer } from 'node:net';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type ApiError, errorOf } from '../helpers/api-error.js';
 import { anthropicFakeReply, type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropic.js';
 import { type FakeOpenAI, fakeReply, replyPieces, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
@@ -144,20 +145,10 @@ beforeEach(() => {
   claude.reset();
 });
 
-type ApiError = InstanceType<typeof OpenAI.APIError>;
 type Chunk = OpenAI.ChatCompletionChunk;
 
 const user = (content: string): OpenAI.ChatCompletionMessageParam[] => [{ role: 'user', content }];
 const LONG = 'one two three four five six seven eight nine ten eleven twelve';
-
-async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  if (err instanceof OpenAI.APIError) return err;
-  throw new Error(`expected an APIError, got ${String(err)}`);
-}
 
 /** Iterates an SDK stream to its end, keeping what arrived before it threw. */
 async function collect<T>(stream: AsyncIterable<T>): Promise<{ items: T[]; error: unknown }> {

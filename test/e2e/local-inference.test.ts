@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
+import { restCall } from '../helpers/rest.js';
 
 let gantry: TestGantry;
 let client: OpenAI;
@@ -17,14 +18,8 @@ const messages = [
   { role: 'user' as const, content: 'Tell me about gantries' },
 ];
 
-async function rawPost(path: string, body: unknown) {
-  const res = await fetch(gantry.origin + path, {
-    method: 'POST',
-    headers: { 'x-api-key': gantry.key, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const rawPost = (path: string, body: unknown) =>
+  restCall<Record<string, unknown>>(gantry.origin, 'POST', path, { key: gantry.key, body });
 
 describe('chat completions on the local model', () => {
   it('answers in the OpenAI format under the requested model name', async () => {

@@ -11,6 +11,7 @@ import { type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropi
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
+import { restCall } from '../helpers/rest.js';
 
 const ANTHROPIC_KEY = 'sk-ant-upstream-0123456789';
 const DEFAULT_LIMIT = 77;
@@ -108,14 +109,8 @@ const tools: OpenAI.ChatCompletionTool[] = [
   },
 ];
 
-async function post(path: string, body: unknown) {
-  const res = await fetch(gantry.origin + path, {
-    method: 'POST',
-    headers: { 'x-api-key': gantry.key, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const post = (path: string, body: unknown) =>
+  restCall<Record<string, unknown>>(gantry.origin, 'POST', path, { key: gantry.key, body });
 
 describe('local-chat tools through the SDK', () => {
   it('calls a tool; the stream helper assembles the same message as the JSON answer', async () => {

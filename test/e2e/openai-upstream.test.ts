@@ -5,6 +5,7 @@
  */
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { errorOf } from '../helpers/api-error.js';
 import {
   encodeFloat32Base64,
   type FakeOpenAI,
@@ -379,15 +380,6 @@ describe('Responses passed through to an upstream that speaks them', () => {
 });
 
 describe('upstream errors reach the SDK as the upstream sent them', () => {
-  type ApiError = InstanceType<typeof OpenAI.APIError>;
-  async function errorOf(promise: Promise<unknown>): Promise<ApiError> {
-    const err = await promise.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    if (err instanceof OpenAI.APIError) return err;
-    throw new Error(`expected an APIError, got ${String(err)}`);
-  }
   const chat = (stream = false) =>
     errorOf(client.chat.completions.create({ model: PLAIN, messages: user('x'), stream }));
 

@@ -14,8 +14,8 @@
 import { connect, createServer, type Socket } from 'node:net';
 import sharp from 'sharp';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
-import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { CONCATENATED_OUTPUT, type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
+import { predictionModelYaml, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { closedPort } from '../helpers/ports.js';
 import { parseSse, type SseEvent } from '../helpers/sse-events.js';
 import { sleep, until } from '../helpers/wait.js';
@@ -73,16 +73,6 @@ function client(gantry: () => TestGantry) {
   return { call, create, get, waitFor };
 }
 
-function modelYaml(namespace: string, provider: string, extra = ''): string {
-  return `
-  - namespace: ${namespace}
-    name: ${namespace}
-    type: image
-    vendor: { name: Acme, slug: acme }
-    serves: [predictions]
-    routes: [{ provider: ${provider} }]${extra}`;
-}
-
 /** The predictions PUT to the fake (not the /openapi.json read nor the cancels). */
 function creates(cog: FakeCog) {
   return cog.requests.filter((r) => r.method === 'PUT' || (r.method === 'POST' && r.path === '/predictions'));
@@ -108,7 +98,7 @@ tiers:
   default: {}
 predictions:
   max_attempts: 2
-models:${modelYaml('acme/flux', 'cog')}${modelYaml(
+models:${predictionModelYaml('acme/flux', 'cog')}${predictionModelYaml(
       'acme/flux-down',
       'cog-down',
       `
@@ -338,8 +328,8 @@ tiers:
 predictions:
   max_attempts: 2
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${modelYaml('acme/flux', 'cog-async')}${uploading ? modelYaml('acme/flux-upload', 'cog-upload') : ''}${
-    texts ? modelYaml('acme/text-async', 'cog-text') : ''
+models:${predictionModelYaml('acme/flux', 'cog-async')}${uploading ? predictionModelYaml('acme/flux-upload', 'cog-upload') : ''}${
+    texts ? predictionModelYaml('acme/text-async', 'cog-text') : ''
   }
 `;
 }
@@ -391,7 +381,7 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
     // throttleMs 0: every log line is its own webhook, so logs show while the prediction runs.
     cog = await startFakeCog({ throttleMs: 0 });
     uploading = await startFakeCog({ throttleMs: 0, uploadFiles: true });
-    texts = await startFakeCog({ throttleMs: 0, outputSchema: CONCATENATED });
+    texts = await startFakeCog({ throttleMs: 0, outputSchema: CONCATENATED_OUTPUT });
     relay = await startRelay();
     gantry = await startGantry(
       asyncYaml(cog, relay.origin, uploading, texts),
@@ -604,15 +594,6 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
 // Outputs keep the shape the model produced (issue 13, "Outputs")
 // ---------------------------------------------------------------------------------------------------
 
-/** Cog's ConcatenateIterator output, as its /openapi.json publishes it (a language model's tokens). */
-const CONCATENATED = {
-  title: 'Output',
-  type: 'array',
-  items: { type: 'string' },
-  'x-cog-array-type': 'iterator',
-  'x-cog-array-display': 'concatenate',
-};
-
 /** A pydantic BaseModel output (`class Output(BaseModel)`): files beside plain values. */
 const OBJECT_OUTPUT = {
   title: 'Output',
@@ -641,7 +622,7 @@ describe('Cog provider, outputs keep the shape the model produced', () => {
       outputSchema: { title: 'Output', type: 'array', items: { type: 'string' } },
     });
     fakes.objects = await startFakeCog({ outputSchema: OBJECT_OUTPUT });
-    fakes.text = await startFakeCog({ outputSchema: CONCATENATED });
+    fakes.text = await startFakeCog({ outputSchema: CONCATENATED_OUTPUT });
     fakes.slow = await startFakeCog();
     const names = Object.keys(fakes) as Array<keyof typeof fakes>;
     gantry = await startGantry(`
@@ -651,7 +632,7 @@ tiers:
   default: {}
 predictions:
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${names.map((n) => modelYaml(`acme/${n}`, `cog-${n}`)).join('')}
+models:${names.map((n) => predictionModelYaml(`acme/${n}`, `cog-${n}`)).join('')}
 `);
     const secret = (await api.call('GET', '/v1/webhooks/secret')).body.key as string;
     receiver = await startWebhookReceiver({ secret });

@@ -34,6 +34,15 @@ import {
 
 export type { JsonObject } from './fake-server.js';
 
+/** Cog's ConcatenateIterator output schema, as its /openapi.json publishes it (a language model's tokens). */
+export const CONCATENATED_OUTPUT = {
+  title: 'Output',
+  type: 'array',
+  items: { type: 'string' },
+  'x-cog-array-type': 'iterator',
+  'x-cog-array-display': 'concatenate',
+};
+
 /**
  * One value predict() returns or yields: any JSON, where `{file: name}` is a file the fake holds
  * (`output.png`, `output.jpg`), encoded like a cog.Path wherever it sits.

@@ -88,6 +88,20 @@ export function addKey(store: SqliteStore, accountName: string): string {
 }
 
 /** The embedded default's local models plus a private model and a predictions-only model. */
+/**
+ * One `models:` entry (YAML, to append after `models:`) for an Acme image model served on
+ * /v1/predictions by `provider`; `extra` adds lines (each starting with a newline and four spaces).
+ */
+export function predictionModelYaml(namespace: string, provider: string, extra = ''): string {
+  return `
+  - namespace: ${namespace}
+    name: ${namespace}
+    type: image
+    vendor: { name: Acme, slug: acme }
+    serves: [predictions]
+    routes: [{ provider: ${provider} }]${extra}`;
+}
+
 export const LOCAL_CONFIG = `
 providers:
   local: { kind: local }

@@ -12,7 +12,8 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
-import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { predictionModelYaml, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { restCall } from '../helpers/rest.js';
 import { until } from '../helpers/wait.js';
 
 type Json = Record<string, unknown>;
@@ -20,15 +21,13 @@ type Json = Record<string, unknown>;
 const URIS = '{ type: array, items: { type: string, format: uri } }';
 
 function model(namespace: string, inputSchema: string, extra = ''): string {
-  return `
-  - namespace: ${namespace}
-    name: ${namespace}
-    type: image
-    vendor: { name: Acme, slug: acme }
-    serves: [predictions]
-    routes: [{ provider: cog }]
+  return predictionModelYaml(
+    namespace,
+    'cog',
+    `
     input_schema: ${inputSchema}
-    output_schema: ${URIS}${extra}`;
+    output_schema: ${URIS}${extra}`,
+  );
 }
 
 describe('prediction inputs through Gantry and a Cog server', () => {
@@ -78,14 +77,8 @@ models:${model('acme/broken', '{ type: object, properties: { code: { type: strin
     cog.reset();
   });
 
-  async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-    const res = await fetch(gantry.origin + path, {
-      method,
-      headers: { 'x-api-key': gantry.key, 'content-type': 'application/json', ...headers },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: res.status, body: (await res.json()) as Json };
-  }
+  const call = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    restCall<Json>(gantry.origin, method, path, { key: gantry.key, body, headers });
   /** The prediction creates the Cog server received (not cancels). */
   const creates = () =>
     cog.requests.filter((r) => r.method === 'PUT' || (r.method === 'POST' && r.path === '/predictions'));

@@ -11,7 +11,7 @@ import {
   type BackendResult,
   type FileOutput,
 } from '../../providers/predictions/types.js';
-import { type FakeCog, type FakeCogOptions, startFakeCog } from '../helpers/fake-cog.js';
+import { CONCATENATED_OUTPUT, type FakeCog, type FakeCogOptions, startFakeCog } from '../helpers/fake-cog.js';
 
 /**
  * Stands in for Gantry's webhook route: POST /cog/{predictionId}?token=... is handed to the backend,
@@ -158,15 +158,6 @@ function context(signal: AbortSignal = new AbortController().signal) {
 function filesOf(result: BackendResult): FileOutput[] {
   return (result.output?.files ?? []).map((f) => f.file);
 }
-
-/** Cog's ConcatenateIterator output schema, as its openapi.json publishes it. */
-const CONCATENATED = {
-  title: 'Output',
-  type: 'array',
-  items: { type: 'string' },
-  'x-cog-array-type': 'iterator',
-  'x-cog-array-display': 'concatenate',
-};
 
 async function failure(promise: Promise<BackendResult>): Promise<BackendError> {
   const error = await promise.then(
@@ -330,7 +321,7 @@ describe('CogBackend, synchronous', () => {
 
 describe('CogBackend, asynchronous (webhooks)', () => {
   it('drives processing, log deltas, progress and stream output from webhooks', async () => {
-    const texts = await otherFake({ throttleMs: 0, outputSchema: CONCATENATED });
+    const texts = await otherFake({ throttleMs: 0, outputSchema: CONCATENATED_OUTPUT });
     const b = backend('async', {}, {}, texts);
     texts.setBehavior({ iterator: true, output: ['Hello', ' world'] });
     const j = job({ prompt: 'say hello' }, true);

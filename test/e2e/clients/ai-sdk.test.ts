@@ -47,28 +47,26 @@ function modelFor(lane: Lane) {
   return lane.api === 'chat' ? provider.chat(lane.model) : provider.responses(lane.model);
 }
 
-/** The weather tool as the SDK declares it; records each input it is executed with. */
-function weatherTool(calls: unknown[]) {
+/** A tool as the SDK declares it, answering `spec.result`; records each input it is executed with. */
+function recordingTool<T>(
+  spec: { description: string; result: string },
+  inputSchema: z.ZodType<T>,
+  calls: unknown[],
+) {
   return tool({
-    description: WEATHER.description,
-    inputSchema: z.object({ city: z.string().describe('The city name') }),
-    execute: async (input) => {
+    description: spec.description,
+    inputSchema,
+    execute: async (input: T) => {
       calls.push(input);
-      return WEATHER.result;
+      return spec.result;
     },
   });
 }
 
-function clockTool(calls: unknown[]) {
-  return tool({
-    description: CLOCK.description,
-    inputSchema: z.object({ timezone: z.string().describe('An IANA time zone') }),
-    execute: async (input) => {
-      calls.push(input);
-      return CLOCK.result;
-    },
-  });
-}
+const weatherTool = (calls: unknown[]) =>
+  recordingTool(WEATHER, z.object({ city: z.string().describe('The city name') }), calls);
+const clockTool = (calls: unknown[]) =>
+  recordingTool(CLOCK, z.object({ timezone: z.string().describe('An IANA time zone') }), calls);
 
 const personSchema = z.object({ name: z.string(), age: z.number() });
 
