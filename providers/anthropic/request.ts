@@ -129,9 +129,12 @@ export function translateRequest(body: JsonObject): TranslatedRequest {
   if (system !== undefined) request.system = system;
   const stop = stopSequences(body.stop);
   if (stop.length > 0) request.stop_sequences = stop;
+  // Anthropic's newer models refuse the two together ("temperature and top_p cannot both be specified
+  // for this model", a 400), and a model's defaults may well set both: temperature wins (README.md,
+  // "Anthropic models").
   const temperature = temperatureOf(body.temperature);
   if (temperature !== undefined) request.temperature = temperature;
-  if (typeof body.top_p === 'number') request.top_p = body.top_p;
+  else if (typeof body.top_p === 'number') request.top_p = body.top_p;
   if (body.stream === true) request.stream = true;
   // safety_identifier is OpenAI's newer name for the same end-user id.
   const user = nonEmptyString(body.user) ?? nonEmptyString(body.safety_identifier);
@@ -358,7 +361,11 @@ function withAnswerTool(
   const own = client.tools ?? [];
   const choice = client.choice;
   if (own.length === 0 || choice?.type === 'none') {
-    return { tools: [answer], tool_choice: { type: 'tool', name: answer.name } };
+    // One answer: two calls of the answer tool would be two JSON documents for one content.
+    return {
+      tools: [answer],
+      tool_choice: { type: 'tool', name: answer.name, disable_parallel_tool_use: true },
+    };
   }
   if (own.some((t) => t.name === answer.name)) {
     throw invalidParameter(

@@ -122,7 +122,9 @@ export function fromAnthropicMessage(value: unknown, options: TranslateOptions):
         break;
       case 'tool_use': {
         const args = JSON.stringify(block.input ?? {});
-        if (jsonTool !== undefined && block.name === jsonTool) json = (json ?? '') + args;
+        // The answer is the first call of the answer tool: a second one (the request disables parallel
+        // calls, but a model may still make one) would glue two JSON documents into invalid JSON.
+        if (jsonTool !== undefined && block.name === jsonTool) json ??= args;
         else toolCalls.push(toolCall(block, args));
         break;
       }

@@ -42,10 +42,15 @@ type Block =
  * chunk; a tool_use block's start the tool call's id and name, and each input_json_delta a piece of its
  * arguments. Complete thinking and redacted_thinking blocks (signatures included, to be sent back next
  * turn) go out together in one chunk's `thinking_blocks`, when the first block after them starts (or at
- * the end): one delta holds the turn's whole list, so a client that keeps the last value of an unknown
- * field (the OpenAI SDK's stream helper) and one that concatenates them both end up with every block. message_delta only records the stop reason and
- * output tokens, and message_stop emits the finish chunk (and the usage chunk), so a stream cut between
- * the two never shows the client a finish_reason followed by an error.
+ * the end). Each block is sent once: a client rebuilds the list by concatenating the deltas' lists, as it
+ * does with reasoning_content pieces (the convention of DeepSeek and vLLM). A turn with one run of
+ * thinking (the usual case: thinking comes first) has a single such delta, which is the whole list, so a
+ * client that keeps the last value of an unknown field (the OpenAI SDK's stream helper) has it too; with
+ * thinking interleaved between tool calls, that client keeps only the last run (README.md, "Anthropic
+ * models"). Repeating earlier blocks instead would duplicate them for every concatenating client,
+ * Gantry's own Responses bridge among them. message_delta only records the stop reason and output
+ * tokens, and message_stop emits the finish chunk (and the usage chunk), so a stream cut between the two
+ * never shows the client a finish_reason followed by an error.
  */
 export class AnthropicStreamTranslator {
   private state: StreamState = 'awaiting_start';
@@ -56,7 +61,7 @@ export class AnthropicStreamTranslator {
   private readonly blocks = new Map<number, Block>();
   private toolCalls = 0;
   private sawJson = false;
-  /** Thinking blocks complete but not sent yet (see the class comment). */
+  /** Thinking blocks complete but not sent yet: the current run only (see the class comment). */
   private pendingThinking: JsonObject[] = [];
 
   constructor(private readonly options: StreamTranslatorOptions) {
@@ -172,7 +177,8 @@ export class AnthropicStreamTranslator {
         return this.text(block.text);
       case 'tool_use': {
         if (this.options.jsonTool !== undefined && block.name === this.options.jsonTool) {
-          this.blocks.set(index, { kind: 'json' });
+          // Only the first answer-tool call is the answer (see response.ts): a second one is dropped.
+          this.blocks.set(index, { kind: this.sawJson ? 'other' : 'json' });
           this.sawJson = true;
           return [];
         }

@@ -21,6 +21,8 @@ import { parseSse } from '../helpers/sse-events.js';
 import { ledgerRecords } from '../helpers/usage.js';
 
 const MODEL = 'anthropic/claude-tools';
+/** A model with README's documented defaults, temperature and top_p both set. */
+const DEFAULTS_MODEL = 'anthropic/claude-defaults';
 
 let fake: FakeAnthropic;
 let gantry: TestGantry;
@@ -50,6 +52,13 @@ models:
         - { field: token_type, operator: '==', value: output, billable_price: 15 }
     routes: [{ provider: claude, model: claude-upstream }]
     defaults: { max_tokens: 64 }
+  - namespace: ${DEFAULTS_MODEL}
+    name: Claude with the spec's sampling defaults
+    type: text
+    capabilities: [text-to-text]
+    billable: false
+    routes: [{ provider: claude, model: claude-upstream }]
+    defaults: { temperature: 0.7, top_p: 0.95, max_tokens: 64 }
 `);
   client = new OpenAI({ baseURL: gantry.baseURL, apiKey: gantry.key, maxRetries: 0 });
 });
@@ -290,7 +299,7 @@ describe('structured output through Anthropic', () => {
     expect(JSON.parse(completion.choices[0]?.message.content ?? '')).toEqual({ name: 'Ada', age: 36 });
     expect(lastBody()).toMatchObject({
       tools: [{ name: 'person', input_schema: schema }],
-      tool_choice: { type: 'tool', name: 'person' },
+      tool_choice: { type: 'tool', name: 'person', disable_parallel_tool_use: true },
     });
 
     const chunks = await streamChunks({
@@ -300,6 +309,31 @@ describe('structured output through Anthropic', () => {
     const deltas = deltasOf(chunks);
     expect(deltas.some((d) => d.tool_calls !== undefined)).toBe(false);
     expect(deltas.map((d) => d.content ?? '').join('')).toBe(completion.choices[0]?.message.content);
+  });
+
+  it('keeps one JSON document when the model calls the answer tool twice anyway', async () => {
+    fake.setBehavior({
+      ignoreParallelLimit: true,
+      toolCalls: [
+        { id: 'toolu_1', name: 'person', input: { name: 'Ada', age: 36 } },
+        { id: 'toolu_2', name: 'person', input: { name: 'Grace', age: 85 } },
+      ],
+    });
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Who?' }];
+    const completion = await client.chat.completions.create({
+      model: MODEL,
+      messages,
+      response_format: format,
+    });
+    assertOpenAISchema('CreateChatCompletionResponse', completion);
+    expect(JSON.parse(completion.choices[0]?.message.content ?? '')).toEqual({ name: 'Ada', age: 36 });
+    expect(completion.choices[0]?.finish_reason).toBe('stop');
+
+    const deltas = deltasOf(await streamChunks({ messages, response_format: format }));
+    expect(JSON.parse(deltas.map((d) => d.content ?? '').join(''))).toEqual({ name: 'Ada', age: 36 });
+    // And the SDK's parse helper, which parses the content as the schema's JSON.
+    const parsed = await client.chat.completions.parse({ model: MODEL, messages, response_format: format });
+    expect(parsed.choices[0]?.message.parsed).toEqual({ name: 'Ada', age: 36 });
   });
 
   it('answers json_object with an object', async () => {
@@ -470,6 +504,27 @@ describe('thinking through Anthropic', () => {
     expect(next.choices[0]?.message.content).toBe(anthropicFakeReply('Again'));
   });
 
+  it('streams reasoning_content in pieces that a concatenating client joins into the whole text', async () => {
+    const ask = 'Think about a long question first';
+    const params = { model: MODEL, messages: [{ role: 'user' as const, content: ask }] };
+    const plain = (
+      await client.chat.completions.create({ ...params, reasoning_effort: 'minimal', max_tokens: 2000 })
+    ).choices[0]?.message as ThinkingMessage;
+    const thinking = anthropicFakeThinking(ask);
+    expect(plain.reasoning_content).toBe(thinking);
+
+    const deltas = deltasOf(
+      await streamChunks({ messages: params.messages, reasoning_effort: 'minimal', max_tokens: 2000 }),
+    );
+    // Each delta holds only its new piece (the convention of DeepSeek and vLLM), never the text so far:
+    // joined, the pieces are the non-streamed reasoning_content exactly, with nothing repeated.
+    const pieces = deltas.flatMap((d) =>
+      typeof d.reasoning_content === 'string' ? [d.reasoning_content] : [],
+    );
+    expect(pieces.length).toBeGreaterThan(1);
+    expect(pieces.join('')).toBe(plain.reasoning_content);
+  });
+
   it("gives the SDK's stream helper the same thinking_blocks as the non-streamed call", async () => {
     fake.setBehavior({ redactedThinking: 'EmwKAhgBEgy3va3pzix', toolCalls: TWO_CALLS });
     const params = {
@@ -547,6 +602,30 @@ describe('thinking through Anthropic', () => {
       );
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('temperature');
+  });
+});
+
+describe('sampling parameters through Anthropic', () => {
+  it('answers with both temperature and top_p set (the defaults), sending Anthropic temperature alone', async () => {
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Hello there' }];
+    const completion = await client.chat.completions.create({ model: DEFAULTS_MODEL, messages });
+    expect(completion.choices[0]?.message.content).toBe(anthropicFakeReply('Hello there'));
+    expect(lastBody().temperature).toBe(0.7);
+    expect(lastBody()).not.toHaveProperty('top_p');
+
+    // The client's own pair: temperature wins too, streamed the same.
+    const deltas = deltasOf(
+      await streamChunks({ model: DEFAULTS_MODEL, messages, temperature: 0.2, top_p: 0.5 }),
+    );
+    expect(deltas.map((d) => d.content ?? '').join('')).toBe(anthropicFakeReply('Hello there'));
+    expect(lastBody().temperature).toBe(0.2);
+    expect(lastBody()).not.toHaveProperty('top_p');
+  });
+
+  it('sends top_p when temperature is not set', async () => {
+    await client.chat.completions.create({ model: MODEL, messages: ASK, top_p: 0.5 });
+    expect(lastBody().top_p).toBe(0.5);
+    expect(lastBody()).not.toHaveProperty('temperature');
   });
 });
 

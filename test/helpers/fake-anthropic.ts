@@ -5,7 +5,8 @@
  * error body, slow headers, cut streams, `error` events mid-stream).
  *
  * It validates requests about as strictly as Anthropic does (unknown top-level fields, missing
- * max_tokens, roles that do not alternate, empty text blocks, temperature above 1 are all 400s), so a
+ * max_tokens, roles that do not alternate, empty text blocks, temperature above 1, temperature together
+ * with top_p as Anthropic's newer models refuse it are all 400s), so a
  * translation that leaks an OpenAI field or breaks alternation fails loudly.
  *
  * Replies are derived from the request: the assistant says `anthropicFakeReply(last user text)` (tool
@@ -55,6 +56,8 @@ export interface FakeAnthropicBehavior {
    */
   toolCalls?: { id?: string; name: string; input: JsonObject }[];
   toolInput?: JsonObject;
+  /** Make every call of `toolCalls` even when tool_choice has disable_parallel_tool_use (a misbehaving model). */
+  ignoreParallelLimit?: boolean;
   /** With thinking enabled: the thinking text, instead of `anthropicFakeThinking(last user text)`. */
   thinking?: string;
   /** Add a redacted_thinking block with this data (after the thinking block, if any). */
@@ -386,6 +389,12 @@ function planReply(body: JsonObject | undefined, behavior: FakeAnthropicBehavior
   if (temperature !== undefined && (typeof temperature !== 'number' || temperature < 0 || temperature > 1)) {
     throw new RequestInvalid('temperature: Input should be less than or equal to 1');
   }
+  // As Anthropic's newer models (Sonnet 4.5, Opus 4.1 and later) do.
+  if (temperature !== undefined && body.top_p !== undefined) {
+    throw new RequestInvalid(
+      '`temperature` and `top_p` cannot both be specified for this model. Please use only one.',
+    );
+  }
   const stops = body.stop_sequences ?? [];
   if (!Array.isArray(stops) || stops.some((s) => typeof s !== 'string')) {
     throw new RequestInvalid('stop_sequences: Input should be a valid list of strings');
@@ -414,7 +423,8 @@ function planReply(body: JsonObject | undefined, behavior: FakeAnthropicBehavior
   const calls = toolCallsOf(behavior, checked);
   if (calls.length > 0) {
     if (behavior.reply !== undefined) blocks.push({ type: 'text', pieces: anthropicPieces(behavior.reply) });
-    const parallel = checked.choice?.disable_parallel_tool_use !== true;
+    const parallel =
+      checked.choice?.disable_parallel_tool_use !== true || behavior.ignoreParallelLimit === true;
     for (const [i, call] of (parallel ? calls : calls.slice(0, 1)).entries()) {
       blocks.push({
         type: 'tool_use',

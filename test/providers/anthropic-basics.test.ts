@@ -70,8 +70,8 @@ describe('toAnthropicRequest', () => {
       model: 'claude-test',
       messages: [{ role: 'user', content: 'Hi' }],
       max_tokens: 50,
+      // top_p is left out beside temperature (see the test below).
       temperature: 0.5,
-      top_p: 0.9,
       stop_sequences: ['END'],
       stream: true,
       metadata: { user_id: 'user-42' },
@@ -190,6 +190,18 @@ describe('toAnthropicRequest', () => {
   it('uses safety_identifier as the user id when there is no user', () => {
     const out = toAnthropicRequest({ ...base, messages: [user('Hi')], safety_identifier: 'sid' });
     expect(out.metadata).toEqual({ user_id: 'sid' });
+  });
+
+  it('sends temperature alone when both it and top_p are set, which newer models refuse together', () => {
+    const both = toAnthropicRequest({ ...base, messages: [user('Hi')], temperature: 0.7, top_p: 0.95 });
+    expect(both.temperature).toBe(0.7);
+    expect(both).not.toHaveProperty('top_p');
+    const zero = toAnthropicRequest({ ...base, messages: [user('Hi')], temperature: 0, top_p: 0.5 });
+    expect(zero.temperature).toBe(0);
+    expect(zero).not.toHaveProperty('top_p');
+    const alone = toAnthropicRequest({ ...base, messages: [user('Hi')], top_p: 0.9 });
+    expect(alone.top_p).toBe(0.9);
+    expect(alone).not.toHaveProperty('temperature');
   });
 
   it('accepts temperature up to 1 and rejects what Anthropic cannot honour', () => {

@@ -210,6 +210,11 @@ describe('fake Anthropic checks', () => {
       },
       /media_type/,
     ],
+    [
+      'temperature together with top_p, as the newer models do',
+      { temperature: 0.7, top_p: 0.95 },
+      /`temperature` and `top_p` cannot both be specified for this model/,
+    ],
   ])('refuses %s', async (_name, extra, message) => {
     const res = await post({
       model: 'm',

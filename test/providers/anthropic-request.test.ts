@@ -278,7 +278,8 @@ describe('structured output', () => {
         input_schema: schema,
       },
     ]);
-    expect(request.tool_choice).toEqual({ type: 'tool', name: 'person' });
+    // One call only: two calls of the answer tool would be two JSON documents for one answer.
+    expect(request.tool_choice).toEqual({ type: 'tool', name: 'person', disable_parallel_tool_use: true });
   });
 
   it('json_object becomes a forced tool taking any object', () => {
@@ -289,7 +290,11 @@ describe('structured output', () => {
     });
     expect(jsonTool).toBe('json_object');
     expect(request.tools?.[0]?.input_schema).toEqual({ type: 'object' });
-    expect(request.tool_choice).toEqual({ type: 'tool', name: 'json_object' });
+    expect(request.tool_choice).toEqual({
+      type: 'tool',
+      name: 'json_object',
+      disable_parallel_tool_use: true,
+    });
   });
 
   it('keeps text as plain text', () => {
@@ -312,6 +317,11 @@ describe('structured output', () => {
     });
     expect(jsonTool).toBe('json_object');
     expect(request.tools?.map((t) => t.name)).toEqual(['json_object']);
+    expect(request.tool_choice).toEqual({
+      type: 'tool',
+      name: 'json_object',
+      disable_parallel_tool_use: true,
+    });
   });
 
   it.each<[string, JsonObject, JsonObject]>([

@@ -131,6 +131,28 @@ describe('fromAnthropicMessage', () => {
     expect(choice.finish_reason).toBe('stop');
   });
 
+  it('keeps only the first call of the answer tool, so the content stays one JSON document', () => {
+    const out = fromAnthropicMessage(
+      message(
+        [
+          { type: 'tool_use', id: 'toolu_1', name: 'person', input: { name: 'Ada' } },
+          { type: 'tool_use', id: 'toolu_2', name: 'person', input: { name: 'Grace' } },
+        ],
+        'tool_use',
+      ),
+      { ...options, jsonTool: 'person' },
+    );
+    const choice = only(out);
+    expect(choice.message).toEqual({
+      role: 'assistant',
+      content: '{"name":"Ada"}',
+      refusal: null,
+      annotations: [],
+    });
+    expect(JSON.parse(String((choice.message as JsonObject).content))).toEqual({ name: 'Ada' });
+    expect(choice.finish_reason).toBe('stop');
+  });
+
   it('shows client tool calls beside a structured answer, finishing with tool_calls', () => {
     const out = fromAnthropicMessage(
       message(
