@@ -336,14 +336,16 @@ describe('Responses bridged onto Anthropic', () => {
 
   it('refuses what Anthropic cannot do in the Responses API too', async () => {
     const err = await errorOf(
-      client.responses.create({
-        model: MODEL,
-        input: 'use a tool',
-        tools: [{ type: 'function', name: 'lookup', parameters: { type: 'object' }, strict: false }],
-      }),
+      // A hosted tool: the bridge has no web search to offer, whatever the upstream.
+      client.responses.create({ model: MODEL, input: 'search the web', tools: [{ type: 'web_search' }] }),
     );
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.param).toMatch(/tools/);
+    // Logprobs: the Anthropic adapter's own refusal, reached through the bridge.
+    const logprobs = await errorOf(
+      client.responses.create({ model: MODEL, input: 'hi', top_logprobs: 3 } as never),
+    );
+    expect(logprobs).toBeInstanceOf(OpenAI.BadRequestError);
     expect(fake.requests).toHaveLength(0);
   });
 });
