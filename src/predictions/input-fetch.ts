@@ -164,8 +164,10 @@ function tooLarge(field: string, maxBytes: number): InputFetchError {
   return new InputFetchError(field, `the file is larger than the ${maxBytes} bytes allowed`);
 }
 
+/** The guard's reason, without its webhook wording (`webhook target …`, `(use webhook.auth_header…)`). */
 function refused(field: string, reason: string): InputFetchError {
-  return new InputFetchError(field, `refused, ${reason.replace(/^webhook /, '')}`);
+  const text = reason.replace(/^webhook target /, '').replace(/ \(use webhook\.[^)]*\)/, '');
+  return new InputFetchError(field, `refused, ${text}`);
 }
 
 /** The media type the server gave (parameters dropped), or application/octet-stream. */

@@ -44,10 +44,17 @@ beforeAll(async () => {
     },
     { name: 'file host', behavior: {}, errorBody: (message) => ({ message }) },
   );
+  let flips = 0;
   fetcher = new InputFetcher({
     allowHosts: ['files.example'],
-    resolve: async (host) =>
-      host === 'files.example' || host === 'rebind.example' ? [{ address: '127.0.0.1', family: 4 }] : [],
+    resolve: async (host) => {
+      // `flip.example` is public when the URL is checked, loopback when the connection resolves it.
+      if (host === 'flip.example')
+        return [{ address: flips++ % 2 === 0 ? '93.184.216.34' : '127.0.0.1', family: 4 }];
+      return host === 'files.example' || host === 'rebind.example'
+        ? [{ address: '127.0.0.1', family: 4 }]
+        : [];
+    },
   });
 });
 afterEach(() => server.reset());
@@ -105,6 +112,23 @@ describe('InputFetcher', () => {
     const literal = await failure(fetcher.inline({ image: [`${server.origin}/x.png`] }, ['image'], POLICY));
     expect(literal).toBe('Could not fetch input image[0]: refused, address 127.0.0.1 is loopback');
     expect(server.requests).toHaveLength(0);
+  });
+
+  it('refuses at connect time a name that turned to loopback after the check (DNS rebinding)', async () => {
+    const message = await failure(
+      fetcher.inline({ image: `http://flip.example:${server.port}/x.png` }, ['image'], POLICY),
+    );
+    expect(message).toBe(
+      'Could not fetch input image: refused, flip.example resolves to loopback address 127.0.0.1',
+    );
+    expect(server.requests).toHaveLength(0);
+  });
+
+  it('refuses a URL with credentials, in words that fit an input', async () => {
+    const message = await failure(
+      fetcher.inline({ image: `http://u:p@files.example:${server.port}/a.png` }, ['image'], POLICY),
+    );
+    expect(message).toBe('Could not fetch input image: refused, URL must not contain credentials');
   });
 
   it('refuses a redirect to a private address, and follows it when allow_private is on', async () => {

@@ -104,6 +104,8 @@ models:
       'Could not fetch input refs[1]: the file is larger than the 1000 bytes allowed',
     );
     expect(creates()).toHaveLength(0);
+    // Final, not retried as a backend failure: each file was asked for once.
+    expect(files.requests.map((r) => r.path)).toEqual(['/a.png', '/big.bin']);
   });
 
   it('fails the prediction when the URL cannot be fetched, without calling the backend', async () => {
