@@ -13,6 +13,11 @@
  *      "sent": {...}          optional: the input the backend must receive (after conversions/defaults)
  *      "fields": ["seed"]     with "refuses": the fields the refusal must name
  *      "unknown": ["foo"]     with "accepts": inputs Python Cog drops and Gantry refuses by choice}
+ *
+ * Gantry fetches URL file inputs itself and sends the backend data: URIs (README.md, "File inputs"), so
+ * the http(s) URLs of the examples are served by a local file host (no network needed) whose file says
+ * which URL it stands for; what the fake Cog receives is mapped back to the example's URLs before it is
+ * compared with "sent".
  */
 
 import { randomBytes } from 'node:crypto';
@@ -134,6 +139,50 @@ function shapeOf(value: unknown): unknown {
   return value === null ? 'null' : typeof value;
 }
 
+interface FileHost {
+  origin: string;
+  /** The example's http(s) URLs (top level, array items, nested) pointed at this host. */
+  localise(value: unknown): unknown;
+  /** What the backend received with this host's URLs and files (as data: URIs) put back as the URLs. */
+  restore(value: unknown): unknown;
+  close(): Promise<void>;
+}
+
+const FILE_MARK = 'cog-corpus file for ';
+
+/** Serves, for `/<encoded URL>`, a file whose text names that URL. */
+async function startFileHost(): Promise<FileHost> {
+  const server: Server = createServer((req, res) => {
+    const original = decodeURIComponent((req.url ?? '/').slice(1));
+    res.writeHead(200, { 'content-type': 'application/octet-stream' });
+    res.end(FILE_MARK + original);
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const map = (value: unknown, f: (s: string) => string): unknown => {
+    if (typeof value === 'string') return f(value);
+    if (Array.isArray(value)) return value.map((v) => map(v, f));
+    if (value !== null && typeof value === 'object')
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, map(v, f)]));
+    return value;
+  };
+  const fromDataUri = (text: string): string | null => {
+    const match = /^data:[^,]*;base64,(.*)$/s.exec(text);
+    const decoded = match ? Buffer.from(match[1] ?? '', 'base64').toString('utf8') : '';
+    return decoded.startsWith(FILE_MARK) ? decoded.slice(FILE_MARK.length) : null;
+  };
+  return {
+    origin,
+    localise: (value) =>
+      map(value, (t) => (/^https?:\/\//i.test(t) ? `${origin}/${encodeURIComponent(t)}` : t)),
+    restore: (value) =>
+      map(value, (t) =>
+        t.startsWith(`${origin}/`) ? decodeURIComponent(t.slice(origin.length + 1)) : (fromDataUri(t) ?? t),
+      ),
+    close: () => new Promise<void>((done) => server.close(() => done())),
+  };
+}
+
 interface FakeCogServer {
   origin: string;
   received: Json[];
@@ -191,12 +240,15 @@ async function startFakeCog(doc: Json): Promise<FakeCogServer> {
 export async function runCorpus(dir: string): Promise<CorpusReport> {
   const models = readCorpus(resolve(dir));
   const fakes = await Promise.all(models.map((m) => startFakeCog(m.doc)));
+  const files = await startFileHost();
   const key = `gty_${randomBytes(32).toString('base64url')}`;
   const yaml = [
     'providers:',
     ...models.map((_, i) => `  cog${i}: { kind: cog, base_url: "${fakes[i]?.origin}" }`),
     'tiers:',
     '  default: {}',
+    // The file host is on 127.0.0.1.
+    'predictions: { webhooks: { allow_private: true } }',
     'accounts:',
     '  - { name: corpus, keys: [{ name: corpus, key_env: CORPUS_KEY }] }',
     'models:',
@@ -247,13 +299,13 @@ export async function runCorpus(dir: string): Promise<CorpusReport> {
         });
       }
       for (const example of model.examples) {
-        results.push(await runExample(call, model, example, fake));
+        results.push(await runExample(call, model, example, fake, files));
       }
     }
   } finally {
     await app.close();
     store.close();
-    await Promise.all(fakes.map((f) => f.close()));
+    await Promise.all([...fakes.map((f) => f.close()), files.close()]);
     rmSync(dataDir, { recursive: true, force: true });
   }
   const counted = results.filter((r) => r.example !== '(model)');
@@ -275,15 +327,16 @@ async function runExample(
   model: CorpusModel,
   example: Example,
   fake: FakeCogServer,
+  files: FileHost,
 ): Promise<CorpusResult> {
   const at = { model: model.name, example: example.name };
   const before = fake.received.length;
   const res = await call('POST', '/v1/predictions', {
     model: `corpus/${model.name}`,
-    input: example.input,
+    input: files.localise(example.input),
     await: true,
   });
-  const sent = fake.received.slice(before);
+  const sent = fake.received.slice(before).map((input) => files.restore(input));
   const error = (res.body.error ?? {}) as Json;
   const named = (((error.details ?? {}) as Json).fields ?? []) as Array<{ field: string }>;
   const namedFields = new Set(named.map((f) => f.field));

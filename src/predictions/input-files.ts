@@ -3,11 +3,11 @@
  * created (README.md, Predictions, "File inputs"):
  * - a data: URI is passed to the backend as it is (Cog decodes data: URIs itself), if its decoded size is
  *   within `predictions.max_input_file_bytes`;
- * - an http(s) URL is passed on for the backend to fetch, unless it names a loopback, private,
- *   link-local or otherwise internal host (the webhooks' SSRF rules, src/webhooks/ssrf.ts): the backend
- *   fetches from inside the network, so such a URL would let a caller reach internal services through it.
- *   Only the written host is checked here (no DNS at create time); `predictions.webhooks.allow_private`
- *   lifts the check, as it does for webhooks.
+ * - an http(s) URL is refused at once if its written host is a loopback, private, link-local or otherwise
+ *   internal one (the webhooks' SSRF rules, src/webhooks/ssrf.ts), a fast 400 for the obvious cases.
+ *   Only the written host is checked here (no DNS at create time); the run fetches the URL itself behind
+ *   the full guard and size limit (input-fetch.ts). `predictions.webhooks.allow_private` lifts the
+ *   check, as it does for webhooks.
  */
 
 import { isJsonObject } from '../../providers/predictions/cog-openapi.js';
@@ -42,18 +42,34 @@ export function checkFileInputs(
   policy: FileInputPolicy,
 ): FieldError[] {
   const errors: FieldError[] = [];
-  for (const name of fields) {
-    const value = input[name];
-    const values = Array.isArray(value)
-      ? value.map((v, i) => [`${name}[${i}]`, v] as const)
-      : [[name, value] as const];
-    for (const [field, item] of values) {
-      if (typeof item !== 'string') continue;
-      const problem = fileProblem(item, policy);
-      if (problem) errors.push({ field, message: problem });
-    }
+  for (const { field, value } of fileInputValues(input, fields)) {
+    const problem = fileProblem(value, policy);
+    if (problem) errors.push({ field, message: problem });
   }
   return errors;
+}
+
+export interface FileInputValue {
+  /** How errors name it: `image`, or `images[1]` for an array item. */
+  field: string;
+  name: string;
+  /** Its place in the array input `name`, if it is an item. */
+  index?: number;
+  value: string;
+}
+
+/** Every string held by a file input, array items included, in input order. */
+export function fileInputValues(input: JsonObject, fields: readonly string[]): FileInputValue[] {
+  const found: FileInputValue[] = [];
+  for (const name of fields) {
+    const value = input[name];
+    if (typeof value === 'string') found.push({ field: name, name, value });
+    if (!Array.isArray(value)) continue;
+    value.forEach((item, index) => {
+      if (typeof item === 'string') found.push({ field: `${name}[${index}]`, name, index, value: item });
+    });
+  }
+  return found;
 }
 
 function fileProblem(value: string, policy: FileInputPolicy): string | null {

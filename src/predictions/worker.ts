@@ -14,6 +14,7 @@ import { nextDelayMs } from '../webhooks/backoff.js';
 import { extendPrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { OutputDownloads } from './downloads.js';
+import { InputFetcher } from './input-fetch.js';
 import { emitStream, finish, markProcessing } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
 import type { StoredFile, StoredOutput } from './types.js';
@@ -21,6 +22,8 @@ import { isTerminal, type JobInfo, type PredictionRecord } from './types.js';
 
 /** Output URLs are the backend's choice: downloaded behind the webhooks' SSRF guard (downloads.ts). */
 const downloads = new OutputDownloads();
+/** URL file inputs are the caller's choice: fetched by Gantry behind the same guard (input-fetch.ts). */
+const inputFiles = new InputFetcher();
 
 /** Log text is flushed to the store at most this often (a chatty model would otherwise write per line). */
 const LOG_FLUSH_MS = 250;
@@ -271,13 +274,23 @@ export class PredictionWorker {
         bestEffort(emitStream(deps, record.id, 'output', piece));
       });
     }
+    // A file input that cannot be fetched fails the prediction here, before the backend is called.
+    const sent = await inputFiles.inline(
+      input,
+      deps.validators.get(record.model)?.fileFields ?? [],
+      {
+        maxBytes: deps.config.predictions.maxInputFileBytes,
+        allowPrivate: deps.config.predictions.webhooks.allowPrivate,
+      },
+      signal,
+    );
     let progressWritten = 0;
     return backend
       .run(
         {
           predictionId: record.id,
           model: route.model,
-          input,
+          input: sent,
           stream: record.stream,
           ...(outputSchema ? { outputSchema } : {}),
         },

@@ -8,7 +8,7 @@
  *   out, unknown inputs refused by name or dropped (`unknown_inputs: drop`) with a log line.
  * - `ge`/`le` bounds refuse with INVALID_INPUT naming the field, before the backend sees anything.
  * - Prefer: wait[=N], Cancel-After (before start: canceled, never sent; during a run: canceled), file
- *   inputs (data: URI size, internal URLs).
+ *   inputs (data: URI size, internal URLs; URLs fetched by Gantry: input-urls-e2e.test.ts).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
@@ -246,13 +246,18 @@ models:${model('acme/broken', '{ type: object, properties: { code: { type: strin
       });
       expect(res.status, url).toBe(400);
     }
+    // A host that passes the create-time check is fetched by Gantry when the run starts (with DNS, which
+    // `.invalid` never answers): the prediction fails naming the input, the backend is not called.
     const pub = await call('POST', '/v1/predictions', {
       model: 'acme/img',
-      input: { prompt: 'x', image: 'https://example.com/cat.png' },
+      input: { prompt: 'x', image: 'https://gantry-test.invalid/cat.png' },
       await: true,
     });
-    expect(pub.body.status).toBe('succeeded');
-    expect(creates()).toHaveLength(2);
+    expect(pub.body.status).toBe('failed');
+    expect(pub.body.error).toBe(
+      'Could not fetch input image: refused, host gantry-test.invalid does not resolve',
+    );
+    expect(creates()).toHaveLength(1);
   });
   it('Cancel-After: reached before start ends canceled without running; reached during a run cancels it', async () => {
     // One worker slot: the first prediction runs ~7 s, so the second's 5 s deadline passes in the queue.
