@@ -94,11 +94,17 @@ function fileProblem(value: string, policy: FileInputPolicy): string | null {
   return reason === null ? null : `must be a public http(s) URL (${url.hostname} is a ${reason})`;
 }
 
-/** Decoded bytes of a data: URI, without decoding it. */
-function dataUriSize(uri: string): number {
+/**
+ * Decoded bytes of a data: URI, without decoding it. Percent-encoded text counts each `%XX` as one byte
+ * and every other character as its UTF-8 bytes; a malformed escape counts as written (Python's unquote,
+ * which Cog uses, leaves it as it is), so no input can make the count throw.
+ */
+export function dataUriSize(uri: string): number {
   const comma = uri.indexOf(',');
   const payload = comma < 0 ? '' : uri.slice(comma + 1);
-  if (!/;base64$/i.test(uri.slice(0, comma))) return decodeURIComponent(payload).length;
+  if (!/;base64$/i.test(uri.slice(0, comma))) {
+    return Buffer.byteLength(payload.replace(/%[0-9A-Fa-f]{2}/g, '_'), 'utf8');
+  }
   const padding = payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0;
   return Math.floor((payload.length * 3) / 4) - padding;
 }
