@@ -134,9 +134,15 @@ export class PredictionWorker {
       if (!current || isTerminal(current.status)) return;
       // Cancel-After: past its deadline a prediction ends canceled without running. Before it, the
       // deadline job (cancelAtDeadline) cancels it when the time comes, running or still queued.
-      if (current.cancelAt !== undefined && Date.now() >= current.cancelAt) {
-        await this.persist(id, () => finish(deps, id, 'canceled', {}, token));
-        return;
+      if (current.cancelAt !== undefined) {
+        if (Date.now() >= current.cancelAt) {
+          await this.persist(id, () => finish(deps, id, 'canceled', {}, token));
+          return;
+        }
+        // A no-op while the job created with the prediction waits; one lost on the way comes back here.
+        await deps.queue
+          .add('deadline', id, { delayMs: current.cancelAt - Date.now() })
+          .catch((e: Error) => deps.log.warn({ err: e.message, prediction: id }, 'Cancel-After not queued'));
       }
       const maxAttempts = deps.config.predictions.maxAttempts;
       if (current.attempts >= maxAttempts) {
