@@ -15,6 +15,7 @@ import { MemoryEventBus } from '../../src/predictions/bus-memory.js';
 import type { PredictionDeps } from '../../src/predictions/context.js';
 import { finish } from '../../src/predictions/lifecycle.js';
 import { MemoryJobQueue } from '../../src/predictions/queue-memory.js';
+import { requeue } from '../../src/predictions/setup.js';
 import { RedisPredictionStore } from '../../src/predictions/store-redis.js';
 import { SqlitePredictionStore } from '../../src/predictions/store-sqlite.js';
 import type { BusMessage, JobInfo, PredictionStore } from '../../src/predictions/types.js';
@@ -221,6 +222,17 @@ function contract(impl: Implementation): void {
     // The first run came early; a timer may fire a millisecond early too, so possibly one more.
     expect(runs.length).toBeGreaterThanOrEqual(2);
     expect(Date.now()).toBeGreaterThanOrEqual(record.cancelAt ?? 0);
+  });
+
+  it('embedded start-up recovery schedules the deadline again: a queued prediction is canceled with no worker free', async () => {
+    const { deps, store, queue: jobs } = await fresh();
+    const record = predictionRecord({ cancelAt: Date.now() + 200 });
+    await store.create(record);
+    const worker = new PredictionWorker(deps);
+    // No prediction worker is free (none consumes 'prediction'); only the deadline lane runs.
+    jobs.process('deadline', (job) => worker.cancelAtDeadline(job.id), { concurrency: 1 });
+    await requeue(deps, Number.MAX_SAFE_INTEGER);
+    await until('the prediction canceled', async () => (await store.get(record.id))?.status === 'canceled');
   });
 }
 
