@@ -89,7 +89,9 @@ export async function finish(
   final.creditsUsed = price(deps, { ...current, ...final }).credits;
   // The status and the webhook it owes are one write (the outbox): no crash can separate them.
   const outbox = await webhookOutbox(deps, { ...current, ...final, updatedAt: now });
-  const record = await deps.store.update(id, final, undefined, outbox);
+  // Only from a running status, named here: a success or a cancel written since the read above wins,
+  // and this write is refused rather than overwriting it.
+  const record = await deps.store.update(id, final, ['starting', 'processing'], outbox);
   if (!record) {
     // Refused, or applied once already: a client that lost the answer re-sends the write, which then
     // finds the prediction finished (by this very call).

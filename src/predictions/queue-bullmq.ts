@@ -25,6 +25,7 @@ export const DEFAULT_JOB_PREFIX = 'gantry:{jobs}';
 export const QUEUE_NAMES: Readonly<Record<JobKind, string>> = {
   prediction: 'predictions',
   webhook: 'webhooks',
+  deadline: 'deadlines',
 };
 
 export interface BullJobQueueOptions {

@@ -51,7 +51,7 @@ export interface CreateResult {
 }
 
 export interface CreateOptions {
-  /** Cancel-After: the prediction is canceled this long after its creation (worker.ts). */
+  /** Cancel-After: the prediction is canceled this long after its creation (worker.ts cancelAtDeadline). */
   cancelAfterMs?: number;
 }
 
@@ -218,7 +218,14 @@ export async function createPrediction(
       (async () => {
         const result = await deps.store.create(record, idempotencyKey);
         // Past the deadline the caller heard 503 and the create is being abandoned: never queued.
-        if (result.created && !answered) await deps.queue.add('prediction', record.id);
+        if (result.created && !answered) {
+          await deps.queue.add('prediction', record.id);
+          // Cancel-After: a delayed job, so the deadline holds while the prediction waits for a worker
+          // and survives a restart (worker.ts cancelAtDeadline; embedded start-up re-adds it, setup.ts).
+          if (record.cancelAt !== undefined) {
+            await deps.queue.add('deadline', record.id, { delayMs: record.cancelAt - Date.now() });
+          }
+        }
         return result;
       })(),
       deadline,

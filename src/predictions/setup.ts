@@ -301,6 +301,11 @@ export async function requeue(deps: PredictionDeps, before: number): Promise<voi
       if (record.updatedAt >= quietSince) continue;
     }
     await deps.queue.add('prediction', id);
+    if (everything) {
+      // The in-process queue lost the Cancel-After deadline jobs too (Redis keeps its delayed ones).
+      const cancelAt = (await deps.store.get(id))?.cancelAt;
+      if (cancelAt !== undefined) await deps.queue.add('deadline', id, { delayMs: cancelAt - Date.now() });
+    }
   }
   for (const id of await deps.store.pendingDeliveries(before, 10_000)) await deps.queue.add('webhook', id);
 }

@@ -247,7 +247,8 @@ export interface PredictionStore {
   close(): Promise<void>;
 }
 
-export type JobKind = 'prediction' | 'webhook';
+/** `deadline`: a prediction's Cancel-After, a delayed job with the prediction's id (worker.ts). */
+export type JobKind = 'prediction' | 'webhook' | 'deadline';
 
 export interface JobInfo {
   /** The prediction or delivery id. */

@@ -30,6 +30,8 @@ const LOG_FLUSH_MS = 250;
 /** How long a run's outcome is retried through a store outage before the job goes back to the queue. */
 const STORE_RETRY_MS = 5 * 60_000;
 const STORE_BACKOFF = { baseMs: 200, maxMs: 5_000 };
+/** Cancel-After deadline jobs run at once (each is a read and a write). */
+const DEADLINE_CONCURRENCY = 4;
 
 /** The prediction store stayed unreachable for STORE_RETRY_MS. */
 class StoreUnavailableError extends Error {
@@ -53,6 +55,33 @@ export class PredictionWorker {
     this.deps.queue.process('prediction', (job) => this.run(job), {
       concurrency: this.deps.config.predictions.concurrency,
     });
+    // A lane of its own: a deadline is kept while every prediction slot is busy.
+    this.deps.queue.process('deadline', (job) => this.cancelAtDeadline(job.id), {
+      concurrency: DEADLINE_CONCURRENCY,
+    });
+  }
+
+  /**
+   * Cancel-After: the deadline job queued with the prediction (service.ts) cancels it, queued or running,
+   * as a cancel request would. Only from `starting`/`processing` (lifecycle.ts finish): an outcome that
+   * landed first is kept. A job that comes early (a re-added one) schedules itself for the rest.
+   */
+  async cancelAtDeadline(id: string): Promise<void> {
+    const { deps } = this;
+    const record = await deps.store.get(id);
+    if (!record || isTerminal(record.status) || record.cancelAt === undefined) return;
+    const left = record.cancelAt - Date.now();
+    if (left > 0) {
+      await deps.queue.add('deadline', id, { delayMs: left });
+      return;
+    }
+    const canceled = await finish(deps, id, 'canceled', {}, randomUUID());
+    if (!canceled) return;
+    // The worker running it (on whichever instance) stops its backend; one that misses this finds the
+    // prediction canceled when it finishes and drops its result.
+    await deps.bus
+      .publish(id, { type: 'cancel' })
+      .catch((e: Error) => deps.log.warn({ err: e.message, prediction: id }, 'Cancel-After not announced'));
   }
 
   /**
@@ -103,22 +132,20 @@ export class PredictionWorker {
         controller.abort(new Error('canceled'));
       }
     });
-    let deadline: NodeJS.Timeout | undefined;
     try {
       const current = await deps.store.get(id);
       if (!current || isTerminal(current.status)) return;
-      // Cancel-After: past its deadline a prediction ends canceled without running; one that starts
-      // is canceled when the deadline comes, as a cancel request would (service.ts cancelPrediction).
+      // Cancel-After: past its deadline a prediction ends canceled without running. Before it, the
+      // deadline job (cancelAtDeadline) cancels it when the time comes, running or still queued.
       if (current.cancelAt !== undefined) {
         if (Date.now() >= current.cancelAt) {
           await this.persist(id, () => finish(deps, id, 'canceled', {}, token));
           return;
         }
-        deadline = setTimeout(() => {
-          void finish(deps, id, 'canceled')
-            .then(() => deps.bus.publish(id, { type: 'cancel' }))
-            .catch((e: Error) => deps.log.warn({ err: e.message, prediction: id }, 'Cancel-After failed'));
-        }, current.cancelAt - Date.now());
+        // A no-op while the job created with the prediction waits; one lost on the way comes back here.
+        await deps.queue
+          .add('deadline', id, { delayMs: current.cancelAt - Date.now() })
+          .catch((e: Error) => deps.log.warn({ err: e.message, prediction: id }, 'Cancel-After not queued'));
       }
       const maxAttempts = deps.config.predictions.maxAttempts;
       if (current.attempts >= maxAttempts) {
@@ -130,7 +157,6 @@ export class PredictionWorker {
       if (!record) return;
       await this.runBackend(record, controller, token, () => canceled);
     } finally {
-      clearTimeout(deadline);
       unsubscribe();
     }
   }
@@ -201,8 +227,9 @@ export class PredictionWorker {
         throw error;
       }
       if (error instanceof BackendError && error.retryable && record.attempts < maxAttempts) {
-        // Back to 'starting' only if it was processing: the retry announces processing again.
-        await deps.store.update(record.id, { status: 'starting' }, ['processing']);
+        // The retry continues this run: a prediction already `processing` (a synchronous Cog whose
+        // connection broke after the request was sent) stays so, with its started_at and the one
+        // `prediction.started` webhook (markProcessing moves only a `starting` one).
         throw error;
       }
       if (!(error instanceof BackendError)) {

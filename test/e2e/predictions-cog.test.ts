@@ -777,3 +777,102 @@ models:${names.map((n) => predictionModelYaml(`acme/${n}`, `cog-${n}`)).join('')
     expect(events).toEqual(['prediction.started', 'prediction.succeeded']);
   });
 });
+
+// ---------------------------------------------------------------------------------------------------
+// A synchronous run retried after its connection broke
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * A TCP relay in front of the Cog server that resets (RST) the connection of the first prediction
+ * request once it has arrived, as a stale keep-alive connection dropped by a proxy would: the request
+ * was sent (Gantry reported `processing`) and no answer comes. Everything else is relayed.
+ */
+async function startResettingRelay(target: string) {
+  const port = Number(new URL(target).port);
+  const sockets = new Set<Socket>();
+  const state = { resets: 0 };
+  const server = createServer((socket) => {
+    const upstream = connect(port, '127.0.0.1');
+    for (const s of [socket, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    }
+    socket.on('error', () => upstream.destroy());
+    upstream.on('error', () => socket.destroy());
+    socket.on('data', (chunk: Buffer) => {
+      if (state.resets === 0 && /^(PUT|POST) \/predictions/m.test(chunk.toString('latin1'))) {
+        state.resets++;
+        upstream.destroy();
+        socket.resetAndDestroy();
+        return;
+      }
+      upstream.write(chunk);
+    });
+    upstream.pipe(socket);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port: own } = server.address() as { port: number };
+  return {
+    origin: `http://127.0.0.1:${own}`,
+    state,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('Cog provider, synchronous mode, a connection reset after the request was sent', () => {
+  let cog: FakeCog;
+  let relay: Awaited<ReturnType<typeof startResettingRelay>>;
+  let gantry: TestGantry;
+  let receiver: WebhookReceiver;
+  const api = client(() => gantry);
+
+  beforeAll(async () => {
+    cog = await startFakeCog();
+    relay = await startResettingRelay(cog.origin);
+    gantry = await startGantry(`
+providers:
+  cog-flaky: { kind: cog, base_url: "${relay.origin}" }
+tiers:
+  default: {}
+predictions:
+  max_attempts: 3
+  webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
+models:${modelYaml('acme/flaky', 'cog-flaky')}
+`);
+    const secret = (await api.call('GET', '/v1/webhooks/secret')).body.key as string;
+    receiver = await startWebhookReceiver({ secret });
+  });
+  afterAll(async () => {
+    await gantry?.close();
+    await relay?.close();
+    await cog?.close();
+    await receiver?.close();
+  });
+
+  it('stays processing across the retry: one prediction.started, started_at kept, then succeeded', async () => {
+    const created = await api.create({
+      model: 'acme/flaky',
+      input: { prompt: 'a fox' },
+      webhook: { url: receiver.url, events: ['started', 'completed'] },
+    });
+    const id = String(created.id);
+    const done = await api.waitFor(id, undefined, 10_000);
+    expect(done.status, JSON.stringify(done)).toBe('succeeded');
+    // The first request was sent and reset; the retry reached the Cog server.
+    expect(relay.state.resets).toBe(1);
+    expect(creates(cog)).toHaveLength(1);
+
+    const deliveries = await receiver.waitFor(2);
+    await sleep(300); // a second `start` would have been queued with the retry, long before this
+    expect(receiver.requests.map((d) => d.event)).toEqual(['prediction.started', 'prediction.succeeded']);
+    const started = receiver.requests[0]?.body;
+    expect(started?.status).toBe('processing');
+    expect(started?.started_at).toEqual(expect.any(String));
+    expect(done.started_at).toBe(started?.started_at);
+    expect(deliveries[1]?.body?.status).toBe('succeeded');
+  });
+});

@@ -7,7 +7,7 @@
  * - What the backend receives: pydantic's conversions applied, defaults that break their own schema left
  *   out, unknown inputs refused by name or dropped (`unknown_inputs: drop`) with a log line.
  * - `ge`/`le` bounds refuse with INVALID_INPUT naming the field, before the backend sees anything.
- * - Prefer: wait[=N], Cancel-After (before start: canceled, never sent; during a run: canceled), file
+ * - Prefer: wait[=N], Cancel-After (queued: canceled at the deadline, never sent; during a run: canceled), file
  *   inputs (data: URI size, internal URLs; URLs fetched by Gantry: input-urls-e2e.test.ts).
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -260,18 +260,24 @@ models:${model('acme/broken', '{ type: object, properties: { code: { type: strin
     expect(creates()).toHaveLength(1);
   });
   it('Cancel-After: reached before start ends canceled without running; reached during a run cancels it', async () => {
-    // One worker slot: the first prediction runs ~7 s, so the second's 5 s deadline passes in the queue.
-    cog.setBehavior({ stepMs: 1_400 });
+    // One worker slot: the first prediction runs ~12 s, so the second's 5 s deadline passes in the queue.
+    // It is canceled at its deadline, not when a worker gets to it: a client waiting (Prefer: wait)
+    // hears `canceled` while the first still runs.
+    cog.setBehavior({ stepMs: 2_400 });
     const first = await call('POST', '/v1/predictions', { model: 'acme/img', input: { prompt: 'first' } });
+    const queuedAt = Date.now();
     const second = await call(
       'POST',
       '/v1/predictions',
       { model: 'acme/img', input: { prompt: 'second' } },
-      { 'cancel-after': '5s' },
+      { 'cancel-after': '5s', prefer: 'wait=15' },
     );
+    expect(second.body.status).toBe('canceled');
+    expect(Date.now() - queuedAt).toBeGreaterThanOrEqual(4_900);
+    expect(Date.now() - queuedAt).toBeLessThan(9_000);
     const get = async (id: unknown) => (await call('GET', `/v1/predictions/${String(id)}`)).body;
-    await until('the second canceled', async () => (await get(second.body.id)).status === 'canceled', 15_000);
-    await until('the first succeeded', async () => (await get(first.body.id)).status === 'succeeded', 15_000);
+    expect((await get(first.body.id)).status).toBe('processing');
+    await until('the first succeeded', async () => (await get(first.body.id)).status === 'succeeded', 20_000);
     expect(creates().map((r) => (r.body?.input as Json | undefined)?.prompt)).toEqual(['first']);
 
     cog.reset();
@@ -286,5 +292,5 @@ models:${model('acme/broken', '{ type: object, properties: { code: { type: strin
     await until('the third canceled', async () => (await get(third.body.id)).status === 'canceled', 15_000);
     expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
     expect(creates()).toHaveLength(1);
-  }, 40_000);
+  }, 50_000);
 });
