@@ -841,7 +841,7 @@ tiers:
 predictions:
   max_attempts: 3
   webhooks: { allow_private: true, backoff_base_ms: 50, backoff_max_ms: 200 }
-models:${modelYaml('acme/flaky', 'cog-flaky')}
+models:${predictionModelYaml('acme/flaky', 'cog-flaky')}
 `);
     const secret = (await api.call('GET', '/v1/webhooks/secret')).body.key as string;
     receiver = await startWebhookReceiver({ secret });
