@@ -1,12 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import { schemasFromCogOpenApi } from '../../providers/predictions/cog-openapi.js';
-import { isConcatenatedText, shapeOutput } from '../../providers/predictions/outputs.js';
+import {
+  isConcatenatedText,
+  MAX_OUTPUT_DEPTH,
+  MAX_OUTPUT_FILES,
+  shapeOutput,
+} from '../../providers/predictions/outputs.js';
 import {
   dataUriFile,
   extensionFor,
   lastPercentage,
   parseDataUri,
 } from '../../providers/predictions/shared.js';
+import { withLinks } from '../../src/predictions/serialize.js';
 
 const PNG_URI = 'data:image/png;base64,iVBORw0KGgo=';
 const URI_LIST = { type: 'array', items: { type: 'string', format: 'uri' } };
@@ -109,15 +115,93 @@ describe('shapeOutput: outputs keep the shape the model produced', () => {
     ]);
   });
 
-  it('treats a URL as a file where no schema speaks for its place, and data: URIs always', () => {
-    expect(shapeOutput('https://b.internal/out.png', undefined).files).toHaveLength(1);
-    expect(shapeOutput({ anything: 'https://b.internal/out.png' }, { type: 'object' }).files).toHaveLength(1);
-    expect(shapeOutput(PNG_URI, { type: 'string' }).files).toHaveLength(1);
+  it('treats a URL as a file where no schema speaks for its place only on the backend’s own origin', () => {
+    const own = { ownUrl: (url: URL) => url.origin === 'https://b.internal' };
+    // Another origin (an address the model echoed from the input, a metadata service) stays text.
+    for (const echoed of ['http://10.0.0.5/', 'http://169.254.169.254/latest/meta-data/']) {
+      expect(shapeOutput(echoed, undefined, own)).toEqual({ value: echoed, files: [] });
+      expect(shapeOutput({ anything: echoed }, { type: 'object' }, own).files).toEqual([]);
+    }
+    expect(shapeOutput('https://b.internal/out.png', undefined).files).toEqual([]);
+    const ownFile = shapeOutput({ anything: 'https://b.internal/out.png' }, { type: 'object' }, own);
+    expect(ownFile.value).toEqual({ anything: null });
+    expect(ownFile.files).toEqual([
+      { path: ['anything'], file: { kind: 'url', url: 'https://b.internal/out.png', ownOrigin: true } },
+    ]);
+    // `format: uri` makes any URL a file, marked as the backend's own only on its origin.
+    expect(shapeOutput('http://10.0.0.5/x.png', { type: 'string', format: 'uri' }, own).files).toEqual([
+      { path: [], file: { kind: 'url', url: 'http://10.0.0.5/x.png' } },
+    ]);
+    // A plain string place is text even on the backend's origin.
+    expect(shapeOutput('https://b.internal/read-more', { type: 'string' }, own).files).toEqual([]);
     expect(shapeOutput('plain words', undefined)).toEqual({ value: 'plain words', files: [] });
   });
 
+  it('treats a data: URI as a file unless the schema says plain text, and a malformed one as text', () => {
+    expect(shapeOutput(PNG_URI, undefined).files).toHaveLength(1);
+    expect(shapeOutput(PNG_URI, { type: 'string', format: 'uri' }).files).toHaveLength(1);
+    expect(shapeOutput([PNG_URI], URI_LIST).files).toHaveLength(1);
+    const metrics = 'data: loss 0.25, accuracy 0.9';
+    expect(shapeOutput(metrics, { type: 'string' })).toEqual({ value: metrics, files: [] });
+    expect(shapeOutput(PNG_URI, { type: 'string' })).toEqual({ value: PNG_URI, files: [] });
+    expect(shapeOutput(metrics, undefined)).toEqual({ value: metrics, files: [] });
+    expect(shapeOutput([metrics], URI_LIST)).toEqual({ value: [metrics], files: [] });
+  });
+
+  it('keeps a `__proto__` key as data and never touches Object.prototype when links are written', () => {
+    const raw = JSON.parse('{"__proto__":{"polluted":"data:image/png;base64,iVBORw0KGgo="},"seed":1}');
+    const shaped = shapeOutput(raw, { type: 'object' });
+    expect(Object.getPrototypeOf(shaped.value)).toBe(Object.prototype);
+    expect(Object.hasOwn(shaped.value as object, '__proto__')).toBe(true);
+    expect(shaped.files.map((f) => f.path)).toEqual([['__proto__', 'polluted']]);
+    // Stored as JSON (the stores do) and served: the link lands in the output's own `__proto__` key.
+    const stored = JSON.parse(JSON.stringify(shaped.value));
+    const links = shaped.files.map((f, i) => ({ path: f.path, key: `p/${i}` }));
+    const served = withLinks({ value: stored, links }, (key) => `https://gantry/files/${key}`);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(JSON.parse(JSON.stringify(served))).toEqual(
+      JSON.parse('{"__proto__":{"polluted":"https://gantry/files/p/0"},"seed":1}'),
+    );
+    // A stored path into a prototype (a record written before this fix) is not followed.
+    withLinks({ value: { seed: 1 }, links: [{ path: ['__proto__', 'polluted'], key: 'k' }] }, () => 'x');
+    withLinks(
+      { value: [1], links: [{ path: ['constructor', 'prototype', 'polluted'], key: 'k' }] },
+      () => 'x',
+    );
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect((Object.prototype as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('copies only the lists and objects on a link’s path, leaving the stored output untouched', () => {
+    const untouched = { big: [1, 2, 3], deep: { x: 1 } };
+    const stored = {
+      value: { files: [null, null], other: untouched },
+      links: [] as Array<{ path: Array<string | number>; key: string }>,
+    };
+    stored.links.push({ path: ['files', 0], key: 'a' }, { path: ['files', 1], key: 'b' });
+    const served = withLinks(stored, (key) => `L:${key}`) as typeof stored.value;
+    expect(served).toEqual({ files: ['L:a', 'L:b'], other: untouched });
+    expect(stored.value.files).toEqual([null, null]);
+    expect(served.other).toBe(untouched);
+    expect(withLinks({ value: null, links: [{ path: [], key: 'only' }] }, (k) => k)).toBe('only');
+  });
+
+  it('fails clearly on an output nested too deep or holding too many files', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    expect(() => shapeOutput(deep, undefined)).toThrow(
+      new RegExp(`output nests deeper than ${MAX_OUTPUT_DEPTH} levels`),
+    );
+    let ok: unknown = 1;
+    for (let i = 0; i < MAX_OUTPUT_DEPTH; i++) ok = [ok];
+    expect(shapeOutput(ok, undefined).value).toEqual(ok);
+    const many = Array.from({ length: MAX_OUTPUT_FILES + 1 }, () => PNG_URI);
+    expect(() => shapeOutput(many, URI_LIST)).toThrow(`the output holds more than ${MAX_OUTPUT_FILES} files`);
+    expect(shapeOutput(many.slice(1), URI_LIST).files).toHaveLength(MAX_OUTPUT_FILES);
+  });
+
   it('applies a backend’s text scrubbing and URL credentials', () => {
-    const shaped = shapeOutput(['key sk-1 leaked', 'https://cdn/x.png'], undefined, {
+    const shaped = shapeOutput(['key sk-1 leaked', 'https://cdn/x.png'], URI_LIST, {
       text: (t) => t.replace('sk-1', '[redacted]'),
       urlFile: (url) => ({ kind: 'url', url, headers: { authorization: 'Bearer t' } }),
     });
