@@ -1,4 +1,7 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { CogClient, MAX_REPLY_BYTES } from '../../providers/predictions/cog/client.js';
 import { schemasFromCogOpenApi } from '../../providers/predictions/cog-openapi.js';
 import {
   isConcatenatedText,
@@ -12,7 +15,9 @@ import {
   lastPercentage,
   parseDataUri,
 } from '../../providers/predictions/shared.js';
+import { BackendError } from '../../providers/predictions/types.js';
 import { withLinks } from '../../src/predictions/serialize.js';
+import { waitFor } from '../helpers/wait.js';
 
 const PNG_URI = 'data:image/png;base64,iVBORw0KGgo=';
 const URI_LIST = { type: 'array', items: { type: 'string', format: 'uri' } };
@@ -236,5 +241,46 @@ describe('shared backend helpers', () => {
     expect(lastPercentage(' 45%|████▌     | 45/100 [00:02<00:02]\r 46%|████▌     | 46/100')).toBe(46);
     expect(lastPercentage('progress: 12.5%\n')).toBe(12.5);
     expect(lastPercentage('using 50% of VRAM')).toBeUndefined();
+  });
+});
+
+describe('a Cog server’s answer', () => {
+  it('is refused past MAX_REPLY_BYTES, clearly and without a retry, and the connection is dropped', async () => {
+    let closed = false;
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.on('close', () => {
+        closed = true;
+      });
+      // An endless output: `{"output": "aaaa…` written as fast as the client reads it.
+      const chunk = Buffer.alloc(1024 * 1024, 'a');
+      res.write('{"status":"succeeded","output":"');
+      const more = (): void => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', more);
+      };
+      more();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const client = new CogClient(`http://127.0.0.1:${port}`, 1);
+    try {
+      const error = await client
+        .send('POST', '/predictions', {}, { signal: new AbortController().signal, waitForModel: true })
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error).toBeInstanceOf(BackendError);
+      expect((error as BackendError).message).toBe(
+        `the Cog server's answer is larger than ${MAX_REPLY_BYTES} bytes`,
+      );
+      expect((error as BackendError).retryable).toBe(false);
+      await waitFor('the server to see the connection dropped', () => closed || undefined);
+    } finally {
+      await client.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
   });
 });
