@@ -695,7 +695,7 @@ models:${names.map((n) => modelYaml(`acme/${n}`, `cog-${n}`)).join('')}
     const output = done.output as Record<string, unknown>;
     expect(Object.hasOwn(output, '__proto__')).toBe(true);
     expect(output.seed).toBe(3);
-    const link = String(output.__proto__);
+    const link = String(Object.getOwnPropertyDescriptor(output, '__proto__')?.value);
     expect(link).toContain('/output_0.png');
     expect((await fetch(link)).status).toBe(200);
   });
