@@ -9,15 +9,23 @@ import {
   MAX_OUTPUT_FILES,
   shapeOutput,
 } from '../../providers/predictions/outputs.js';
+import { MAX_ANSWER_BYTES, ReplicateBackend } from '../../providers/predictions/replicate.js';
 import {
   dataUriFile,
   extensionFor,
   lastPercentage,
   parseDataUri,
 } from '../../providers/predictions/shared.js';
-import { BackendError } from '../../providers/predictions/types.js';
+import { BackendError, type BackendEvents } from '../../providers/predictions/types.js';
 import { withLinks } from '../../src/predictions/serialize.js';
 import { waitFor } from '../helpers/wait.js';
+
+const noEvents: BackendEvents = {
+  processing() {},
+  log() {},
+  progress() {},
+  output() {},
+};
 
 const PNG_URI = 'data:image/png;base64,iVBORw0KGgo=';
 const URI_LIST = { type: 'array', items: { type: 'string', format: 'uri' } };
@@ -244,43 +252,87 @@ describe('shared backend helpers', () => {
   });
 });
 
-describe('a Cog server’s answer', () => {
-  it('is refused past MAX_REPLY_BYTES, clearly and without a retry, and the connection is dropped', async () => {
-    let closed = false;
-    const server = createServer((_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.on('close', () => {
-        closed = true;
-      });
-      // An endless output: `{"output": "aaaa…` written as fast as the client reads it.
-      const chunk = Buffer.alloc(1024 * 1024, 'a');
-      res.write('{"status":"succeeded","output":"');
-      const more = (): void => {
-        while (!res.destroyed && res.write(chunk));
-        if (!res.destroyed) res.once('drain', more);
-      };
-      more();
+/** A real server answering every request with a JSON body that never ends; `closed` once a client hung up. */
+async function endlessServer() {
+  const state = { closed: false };
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.on('close', () => {
+      state.closed = true;
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
-    const client = new CogClient(`http://127.0.0.1:${port}`, 1);
+    const chunk = Buffer.alloc(1024 * 1024, 'a');
+    res.write('{"id":"p1","status":"succeeded","output":"');
+    const more = (): void => {
+      while (!res.destroyed && res.write(chunk));
+      if (!res.destroyed) res.once('drain', more);
+    };
+    more();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    state,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+async function rejectionOf(promise: Promise<unknown>): Promise<BackendError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(BackendError);
+  return error as BackendError;
+}
+
+describe('a backend’s answer is bounded', () => {
+  it('a Cog server’s: refused past MAX_REPLY_BYTES, clearly and without a retry, the connection dropped', async () => {
+    const server = await endlessServer();
+    const client = new CogClient(server.origin, 1);
     try {
-      const error = await client
-        .send('POST', '/predictions', {}, { signal: new AbortController().signal, waitForModel: true })
-        .then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-      expect(error).toBeInstanceOf(BackendError);
-      expect((error as BackendError).message).toBe(
-        `the Cog server's answer is larger than ${MAX_REPLY_BYTES} bytes`,
+      const error = await rejectionOf(
+        client.send('POST', '/predictions', {}, { signal: new AbortController().signal, waitForModel: true }),
       );
-      expect((error as BackendError).retryable).toBe(false);
-      await waitFor('the server to see the connection dropped', () => closed || undefined);
+      expect(error.message).toBe(`the Cog server's answer is larger than ${MAX_REPLY_BYTES} bytes`);
+      expect(error.retryable).toBe(false);
+      await waitFor('the server to see the connection dropped', () => server.state.closed || undefined);
     } finally {
       await client.close();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await server.close();
+    }
+  });
+
+  it('a partner API’s: refused past MAX_ANSWER_BYTES, clearly and without a retry', async () => {
+    const server = await endlessServer();
+    const backend = new ReplicateBackend({
+      name: 'replicate',
+      kind: 'replicate',
+      baseUrl: server.origin,
+      timeoutMs: 10_000,
+      pollIntervalMs: 20,
+    });
+    try {
+      const error = await rejectionOf(
+        backend.run(
+          {
+            predictionId: '7d5e4b8a-3c2f-4a1b-9e8d-1f2a3b4c5d6e',
+            model: 'acme/model',
+            input: { prompt: 'x', replicate_api_key: 'r8_caller_token_0123456789' },
+            stream: false,
+          },
+          { signal: new AbortController().signal, events: noEvents },
+        ),
+      );
+      expect(error.message).toBe(`replicate's answer is larger than ${MAX_ANSWER_BYTES} bytes`);
+      expect(error.retryable).toBe(false);
+      await waitFor('the server to see the connection dropped', () => server.state.closed || undefined);
+    } finally {
+      await backend.close();
+      await server.close();
     }
   });
 });
