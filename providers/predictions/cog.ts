@@ -87,7 +87,11 @@ export class CogBackend implements PredictionBackend {
       ctx.signal,
       () => canceledError(ctx.signal),
     );
-    const shape: OutputShape = { schema: outputSchemaOf(doc) ?? job.outputSchema, stream: job.stream };
+    const shape: OutputShape = {
+      schema: outputSchemaOf(doc) ?? job.outputSchema,
+      stream: job.stream,
+      origin: this.client.origin,
+    };
     const track = (stop: (error: BackendError) => void): (() => void) => {
       this.active.add(stop);
       return () => this.active.delete(stop);

@@ -1,7 +1,7 @@
 /**
  * A Cog-style output (what a Cog server or Replicate returns) kept in the shape the model produced:
- * numbers stay numbers, objects stay objects, lists stay lists. Files anywhere in it (data: URIs, and
- * URLs where the output schema says `format: uri`) are taken out for Gantry to store; their places are
+ * numbers stay numbers, objects stay objects, lists stay lists. Files anywhere in it (data: URIs and
+ * URLs where the output schema allows, see shapeOutput) are taken out for Gantry to store; their places are
  * recorded so a signed link of the stored copy can go back there (README "Prediction outputs").
  *
  * A list of text pieces becomes one text only when the schema says so: Cog publishes a
@@ -9,7 +9,13 @@
  * `{type: array, items: {type: string}, x-cog-array-type: iterator, x-cog-array-display: concatenate}`.
  */
 import { dataUriFile, isHttpUrl, isObject } from './shared.js';
-import type { FileOutput, JsonObject, OutputPath, ShapedOutput } from './types.js';
+import {
+  BackendError,
+  type FileOutput,
+  type JsonObject,
+  type OutputPath,
+  type ShapedOutput,
+} from './types.js';
 
 /** Whether the output schema is Cog's concatenated text iterator (the four fields Cog publishes for it). */
 export function isConcatenatedText(schema: JsonObject | undefined): boolean {
@@ -28,14 +34,29 @@ export interface ShapeOptions {
   urlFile?: (url: string) => FileOutput;
   /** Applied to every string left in the output (a backend scrubbing a caller's key). */
   text?: (value: string) => string;
+  /**
+   * Whether a URL is on the backend's own origin (the Cog server's base URL, the partner's API and file
+   * delivery hosts): such a URL is a file even where the schema says nothing, and it alone may be
+   * downloaded from a private address (the provider's `allow_private_outputs`).
+   */
+  ownUrl?: (url: URL) => boolean;
 }
 
+/** Deepest nesting of lists and objects an output may have (as request bodies): deeper fails the run. */
+export const MAX_OUTPUT_DEPTH = 128;
+/** Most files one output may hold: more fails the run rather than downloading and storing them all. */
+export const MAX_OUTPUT_FILES = 100;
+
 /**
- * The output with its files taken out (their places hold null) and listed in order. A data: URI is
- * always a file. An http(s) URL is a file where the schema says `format: uri` for its place, text where
- * the schema says a plain string, and a file where the schema says nothing (no schema, or no schema for
- * that place): a backend's URL handed to the caller would point into the backend, which the caller
- * cannot reach or which expires.
+ * The output with its files taken out (their places hold null) and listed in order (README "Prediction
+ * outputs", what counts as a file). A string is a file where the schema says `format: uri` for its place
+ * (a data: URI or an http(s) URL); where the schema says nothing, a data: URI is a file and so is a URL
+ * on the backend's own origin (`ownUrl`). Anything else stays text: a URL the model echoed (from the
+ * caller's input, say) is the caller's data, not something Gantry fetches, and a `type: string` place is
+ * text whatever it starts with, as is a malformed data: URI.
+ *
+ * Keys are kept as data: an output key `__proto__` is an ordinary own property of the result, never the
+ * prototype. Deeper than MAX_OUTPUT_DEPTH or more than MAX_OUTPUT_FILES files is a BackendError.
  */
 export function shapeOutput(
   output: unknown,
@@ -48,26 +69,44 @@ export function shapeOutput(
   }
   const files: ShapedOutput['files'] = [];
   const urlFile = options.urlFile ?? ((url: string): FileOutput => ({ kind: 'url', url }));
+  const ownUrl = options.ownUrl ?? (() => false);
+
+  const fileOf = (value: string, kind: StringKind): FileOutput | undefined => {
+    if (kind === 'text') return undefined;
+    if (value.startsWith('data:')) return isDataUri(value) ? dataUriFile(value, files.length) : undefined;
+    if (!isHttpUrl(value)) return undefined;
+    const own = ownUrl(new URL(value));
+    if (kind !== 'uri' && !own) return undefined;
+    const file = urlFile(value);
+    return own && file.kind === 'url' ? { ...file, ownOrigin: true } : file;
+  };
 
   const walk = (value: unknown, at: JsonObject | undefined, path: OutputPath): unknown => {
     if (typeof value === 'string') {
-      const file = value.startsWith('data:')
-        ? dataUriFile(value, files.length)
-        : isHttpUrl(value) && stringKind(at) !== 'text'
-          ? urlFile(value)
-          : undefined;
+      const file = fileOf(value, stringKind(at));
       if (!file) return text(value);
+      if (files.length === MAX_OUTPUT_FILES) {
+        throw new BackendError(`the output holds more than ${MAX_OUTPUT_FILES} files`, { retryable: false });
+      }
       files.push({ path, file });
       return null;
     }
-    if (Array.isArray(value)) return value.map((item, i) => walk(item, schemaAt(at, i), [...path, i]));
-    if (isObject(value)) {
-      const out: JsonObject = {};
-      for (const [key, item] of Object.entries(value))
-        out[key] = walk(item, schemaAt(at, key), [...path, key]);
-      return out;
+    if (value === null || typeof value !== 'object') return value;
+    if (path.length === MAX_OUTPUT_DEPTH) {
+      throw new BackendError(`the output nests deeper than ${MAX_OUTPUT_DEPTH} levels`, { retryable: false });
     }
-    return value;
+    if (Array.isArray(value)) return value.map((item, i) => walk(item, schemaAt(at, i), [...path, i]));
+    const out: JsonObject = {};
+    for (const [key, item] of Object.entries(value)) {
+      // defineProperty, not `out[key] =`: a `__proto__` key must stay a key, not set the prototype.
+      Object.defineProperty(out, key, {
+        value: walk(item, schemaAt(at, key), [...path, key]),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+    return out;
   };
   return { value: walk(output ?? null, schema, []), files };
 }
@@ -100,8 +139,24 @@ function schemaAt(schema: JsonObject | undefined, key: string | number): JsonObj
   return undefined;
 }
 
+/** RFC 2397's header: `data:[type/subtype][;attribute=value]*[;base64],`. */
+const DATA_URI_HEADER = /^data:(?:[\w!#$&^.+-]+\/[\w!#$&^.+-]+)?(?:;[\w!#$&^.+-]+=[^;,\s]*)*(;base64)?,/i;
+const BASE64 = /^[A-Za-z0-9+/\-_\s]*(?:=\s*){0,2}$/;
+
+/**
+ * A well-formed data: URI: text that merely starts with "data:" (`data: loss 0.25`) is not one. The
+ * payload must be base64 where the header says so.
+ */
+function isDataUri(value: string): boolean {
+  const header = DATA_URI_HEADER.exec(value);
+  if (!header) return false;
+  return header[1] === undefined || BASE64.test(value.slice(header[0].length));
+}
+
+type StringKind = 'uri' | 'text' | 'unknown';
+
 /** What the schema says a string in its place is: a URI (a file), plain text, or nothing. */
-function stringKind(schema: JsonObject | undefined): 'uri' | 'text' | 'unknown' {
+function stringKind(schema: JsonObject | undefined): StringKind {
   if (!schema) return 'unknown';
   const all = alternatives(schema);
   if (all.some((s) => s.format === 'uri')) return 'uri';

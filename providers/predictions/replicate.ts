@@ -47,6 +47,8 @@ const MAX_PARTNER_MESSAGE = 500;
  * return any URL, and the token must not travel to a third party.
  */
 const DELIVERY_HOST = 'replicate.delivery';
+/** Largest answer read from the partner's API (its outputs are URLs; a prediction object is small). */
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 
 type Status = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled' | 'aborted';
 const TERMINAL = new Set<string>(['succeeded', 'failed', 'canceled', 'aborted']);
@@ -229,6 +231,7 @@ export class ReplicateBackend implements PredictionBackend {
           outputs: [],
           output: shapeOutput(prediction.output, schema, {
             urlFile: (url) => this.urlFile(url, token),
+            ownUrl: (url) => this.needsToken(url.href),
             text: (value) => redact(value, token),
           }),
         };
@@ -319,10 +322,10 @@ export class ReplicateBackend implements PredictionBackend {
         body: payload,
         signal,
       });
-      const text = await res.body.text();
+      const text = await readLimited(res.body, this.name);
       return { status: res.statusCode, headers: res.headers, body: parseJson(text) };
     } catch (err) {
-      if (signal?.aborted) throw err;
+      if (signal?.aborted || err instanceof BackendError) throw err;
       const code = (err as { code?: unknown }).code;
       const why = typeof code === 'string' ? code : (err as Error).message;
       // Only the code or undici's own message: neither carries request headers.
@@ -437,4 +440,24 @@ function parseJson(text: string): unknown {
   } catch {
     return undefined;
   }
+}
+
+/** A response body as text, refused (and the connection dropped) past MAX_ANSWER_BYTES. */
+async function readLimited(
+  body: AsyncIterable<Buffer> & { destroy(): unknown },
+  partner: string,
+): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > MAX_ANSWER_BYTES) {
+      body.destroy();
+      throw new BackendError(`${partner}'s answer is larger than ${MAX_ANSWER_BYTES} bytes`, {
+        retryable: false,
+      });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }

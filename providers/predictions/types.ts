@@ -46,7 +46,13 @@ export interface BackendEvents {
  */
 export type BackendOutput =
   | { kind: 'bytes'; data: Buffer; contentType: string; name: string }
-  | { kind: 'url'; url: string; headers?: Record<string, string> }
+  | {
+      kind: 'url';
+      url: string;
+      headers?: Record<string, string>;
+      /** On the backend's own origin: the only URL a provider's `allow_private_outputs` exempts. */
+      ownOrigin?: true;
+    }
   | { kind: 'text'; text: string };
 
 /** Where a file sits inside an output value: object keys and list indexes from the top. */

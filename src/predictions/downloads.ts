@@ -3,7 +3,8 @@
  * by default it gets the webhooks' SSRF guard (src/webhooks/ssrf.ts): no loopback, private, link-local
  * or reserved target, checked on the URL and again at connect time (DNS rebinding). A provider with
  * `allow_private_outputs` (a backend on a private network serving its own files) is downloaded without
- * it. Redirects (delivery CDNs redirect to signed storage URLs) are followed here, at most
+ * it from its own origin only (`allowPrivate` is passed for those URLs alone), and a redirect away
+ * from that origin is guarded again. Redirects (delivery CDNs redirect to signed storage URLs) are followed here, at most
  * MAX_REDIRECTS, each hop checked like the first; the backend's headers go to its own origin only.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -108,7 +109,10 @@ export class OutputDownloads {
     };
   }
 
-  /** The response of `url` after its redirects, each hop's URL checked unless `allowPrivate`. */
+  /**
+   * The response of `url` after its redirects, each hop's URL checked, unless `allowPrivate` and the hop
+   * is still on `url`'s origin.
+   */
   private async fetchFollowing(
     url: string,
     headers: Record<string, string>,
@@ -117,12 +121,14 @@ export class OutputDownloads {
   ): Promise<Dispatcher.ResponseData> {
     let current = url;
     let sendHeaders = headers;
+    const privateOrigin = allowPrivate ? new URL(url).origin : undefined;
     for (let hop = 0; ; hop++) {
-      const check = await checkWebhookUrl(current, { allowPrivate, ...this.options });
+      const open = new URL(current).origin === privateOrigin;
+      const check = await checkWebhookUrl(current, { ...this.options, allowPrivate: open });
       if (!check.ok) throw refused(index, check.reason);
       const response = await request(check.url, {
         headers: sendHeaders,
-        dispatcher: allowPrivate ? this.open : this.guarded,
+        dispatcher: open ? this.open : this.guarded,
         headersTimeout: 30_000,
         bodyTimeout: 60_000,
       });

@@ -91,19 +91,58 @@ export function serializePrediction(
   };
 }
 
-/** The output value with each stored file's signed link at its place. */
+/**
+ * The output value with each stored file's signed link at its place. Only the lists and objects on a
+ * link's path are copied (the stored output is shared and read on every GET, poll and list item), and a
+ * path follows own properties only: a key such as `__proto__` is the output's data, never a way into a
+ * prototype.
+ */
 export function withLinks(output: StoredOutput, link: (key: string) => string): unknown {
-  let value = structuredClone(output.value);
+  let root: unknown = output.value;
+  const copies = new Set<unknown>();
+  const copied = (node: Container): Container => {
+    if (copies.has(node)) return node;
+    const copy: Container = Array.isArray(node) ? [...node] : { ...node };
+    copies.add(copy);
+    return copy;
+  };
   for (const { path, key } of output.links) {
-    if (path.length === 0) {
-      value = link(key);
+    const last = path.at(-1);
+    if (last === undefined) {
+      root = link(key);
       continue;
     }
-    let parent = value as Record<string | number, unknown>;
-    for (const step of path.slice(0, -1)) parent = parent[step] as Record<string | number, unknown>;
-    parent[path.at(-1) as string | number] = link(key);
+    if (!isContainer(root)) continue;
+    root = copied(root);
+    let parent: Container | undefined = root as Container;
+    for (const step of path.slice(0, -1)) {
+      const child = ownChild(parent, step);
+      // A path the stored value does not have (it cannot, as the worker wrote both): no link, no throw.
+      if (!isContainer(child)) {
+        parent = undefined;
+        break;
+      }
+      const copy = copied(child);
+      setOwn(parent, step, copy);
+      parent = copy;
+    }
+    if (parent) setOwn(parent, last, link(key));
   }
-  return value;
+  return root;
+}
+
+type Container = Record<string, unknown> | unknown[];
+
+function isContainer(value: unknown): value is Container {
+  return value !== null && typeof value === 'object';
+}
+
+function ownChild(node: Container, step: string | number): unknown {
+  return Object.hasOwn(node, step) ? (node as Record<string | number, unknown>)[step] : undefined;
+}
+
+function setOwn(node: Container, step: string | number, value: unknown): void {
+  Object.defineProperty(node, step, { value, enumerable: true, writable: true, configurable: true });
 }
 
 function iso(ms: number): string {

@@ -354,7 +354,7 @@ export class PredictionWorker {
       );
   }
 
-  /** Whether the prediction's provider may hand out output URLs on private addresses. */
+  /** Whether the prediction's provider may hand out output URLs on private addresses (its own origin's). */
   private allowPrivateOutputs(record: PredictionRecord): boolean {
     const provider = this.deps.catalog.entry(record.model)?.routes[0]?.provider;
     return this.deps.config.providers.find((p) => p.name === provider)?.allowPrivateOutputs === true;
@@ -423,7 +423,12 @@ export class PredictionWorker {
     const file =
       output.kind === 'bytes'
         ? output
-        : await downloads.download(output.url, output.headers ?? {}, index, this.allowPrivateOutputs(record));
+        : await downloads.download(
+            output.url,
+            output.headers ?? {},
+            index,
+            output.ownOrigin === true && this.allowPrivateOutputs(record),
+          );
     let name = safeName(file.name, index);
     if (used.has(name)) name = `${index}_${name}`.slice(0, 100);
     used.add(name);

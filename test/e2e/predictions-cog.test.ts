@@ -667,6 +667,36 @@ models:${names.map((n) => predictionModelYaml(`acme/${n}`, `cog-${n}`)).join('')
     expect(metadata.data_available).toBe(true);
   });
 
+  it('keeps an output key `__proto__` as data, with the signed link of its file in it', async () => {
+    fakes.objects.setBehavior({
+      output: JSON.parse('{"__proto__":{"file":"output.png"},"seed":3}') as never,
+    });
+    const done = await api.create({ model: 'acme/objects', input: { prompt: 'x' }, await: true });
+    expect(done.status, JSON.stringify(done)).toBe('succeeded');
+    const output = done.output as Record<string, unknown>;
+    expect(Object.hasOwn(output, '__proto__')).toBe(true);
+    expect(output.seed).toBe(3);
+    const link = String(Object.getOwnPropertyDescriptor(output, '__proto__')?.value);
+    expect(link).toContain('/output_0.png');
+    expect((await fetch(link)).status).toBe(200);
+  });
+
+  it('keeps text that starts with "data:" as text where the schema says a plain string', async () => {
+    fakes.labels.setBehavior({ output: ['data: loss 0.25, accuracy 0.9', 'data:text/plain,hi'] });
+    const done = await api.create({ model: 'acme/labels', input: { prompt: 'x' }, await: true });
+    expect(done.status, JSON.stringify(done)).toBe('succeeded');
+    expect(done.output).toEqual(['data: loss 0.25, accuracy 0.9', 'data:text/plain,hi']);
+  });
+
+  it('fails an output nested deeper than 128 levels with a clear error', async () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 200; i++) deep = [deep];
+    fakes.numbers.setBehavior({ output: deep as never });
+    const done = await api.create({ model: 'acme/numbers', input: { prompt: 'x' }, await: true });
+    expect(done.status).toBe('failed');
+    expect(done.error).toBe('the output nests deeper than 128 levels');
+  });
+
   it('returns a list of labels as a list (no concatenation without the schema saying so)', async () => {
     fakes.labels.setBehavior({ iterator: true, output: ['cat', 'dog', 'bird'] });
     const done = await api.create({ model: 'acme/labels', input: { prompt: 'classify' }, await: true });

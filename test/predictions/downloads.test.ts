@@ -107,15 +107,28 @@ describe('OutputDownloads', () => {
 
     files.reset();
     files.enqueue({ redirect: `http://127.0.0.1:${files.port}/other-origin` });
+    // allowPrivate exempts the first URL's origin only (the backend's own, README "Output files").
     const open = new OutputDownloads();
     try {
       await open.download(publicUrl().replace('files.example', '127.0.0.1'), { authorization: 'x' }, 0, true);
       files.reset();
       files.enqueue({ redirect: `http://localhost:${files.port}/other-origin` });
-      await open.download(`${files.origin}/a.png`, { authorization: 'Token backend-secret' }, 0, true);
-      expect(files.requests.map((r) => r.headers.authorization)).toEqual(['Token backend-secret', undefined]);
+      const away = await refusal(
+        open.download(`${files.origin}/a.png`, { authorization: 'Token backend-secret' }, 0, true),
+      );
+      expect(away.message).toBe('Could not download output 0: refused, host localhost is a loopback name');
+      expect(files.requests.map((r) => r.path)).toEqual(['/a.png']);
     } finally {
       await open.close();
+    }
+    const exempt = new OutputDownloads({ allowHosts: ['localhost'] });
+    try {
+      files.reset();
+      files.enqueue({ redirect: `http://localhost:${files.port}/other-origin` });
+      await exempt.download(`${files.origin}/a.png`, { authorization: 'Token backend-secret' }, 0, true);
+      expect(files.requests.map((r) => r.headers.authorization)).toEqual(['Token backend-secret', undefined]);
+    } finally {
+      await exempt.close();
     }
 
     files.reset();

@@ -170,6 +170,7 @@ describe('ReplicateBackend: successful runs', () => {
         kind: 'url',
         url: `${fake.origin}/delivery/${prediction.id}/out-0.png`,
         headers: { authorization: `Bearer ${CALLER_KEY}` },
+        ownOrigin: true,
       },
     ]);
     expect(result.predictTime).toBeGreaterThan(0);
@@ -262,12 +263,14 @@ describe('ReplicateBackend: successful runs', () => {
       },
     });
 
-    const outputs = filesOf(await backend().run(job(), ctx()));
+    // The schema says these are files (`format: uri`): without it only the partner's own URLs would be.
+    const uris = { type: 'array', items: { type: 'string', format: 'uri' } };
+    const outputs = filesOf(await backend().run(job({ outputSchema: uris }), ctx()));
 
     const auth = { authorization: `Bearer ${CALLER_KEY}` };
     expect(outputs).toEqual([
-      { kind: 'url', url: 'https://replicate.delivery/pbxt/abc/out-0.png', headers: auth },
-      { kind: 'url', url: 'https://pbxt.replicate.delivery/abc/out-1.png', headers: auth },
+      { kind: 'url', url: 'https://replicate.delivery/pbxt/abc/out-0.png', headers: auth, ownOrigin: true },
+      { kind: 'url', url: 'https://pbxt.replicate.delivery/abc/out-1.png', headers: auth, ownOrigin: true },
       { kind: 'url', url: 'http://replicate.delivery/plain/out-2.png' },
       { kind: 'url', url: 'https://cdn.example.com/out-3.png' },
       { kind: 'url', url: 'https://replicate.delivery.example.com/out-4.png' },

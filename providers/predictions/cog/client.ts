@@ -40,15 +40,24 @@ const CONTROL_TIMEOUT_MS = 10_000;
 /** Cog's server (uvicorn) closes idle connections after 5 s: reusing one just then fails the request. */
 const KEEP_ALIVE_MS = 4_000;
 const MAX_ERROR_TEXT = 300;
+/**
+ * Largest answer read from a Cog server (README "Prediction outputs"): a synchronous prediction's answer
+ * carries its file outputs inline as data: URIs, so it is bounded like the webhooks that carry them
+ * (`server.callback_body_limit_bytes`' default).
+ */
+export const MAX_REPLY_BYTES = 64 * 1024 * 1024;
 
 export class CogClient {
   private readonly pool: Pool;
   private readonly pathPrefix: string;
+  /** The server's origin (scheme, host, port): where its own file URLs point. */
+  readonly origin: string;
   private openApi: Promise<unknown> | undefined;
 
   constructor(baseUrl: string, maxConnections: number) {
     const url = new URL(baseUrl);
     this.pathPrefix = url.pathname.replace(/\/+$/, '');
+    this.origin = url.origin;
     this.pool = new Pool(url.origin, {
       connections: maxConnections,
       connect: { timeout: CONTROL_TIMEOUT_MS },
@@ -106,7 +115,7 @@ export class CogClient {
     try {
       ({ status, text } = await this.dispatch(method, path, body, options));
     } catch (err) {
-      if (options.signal.aborted) throw err;
+      if (options.signal.aborted || err instanceof BackendError) throw err;
       const code = (err as { code?: unknown }).code;
       throw new BackendError(
         `could not reach the Cog server (${typeof code === 'string' ? code : 'error'})`,
@@ -147,6 +156,7 @@ export class CogClient {
       let abort: ((err?: Error) => void) | undefined;
       let settled = false;
       let status = 0;
+      let size = 0;
       const chunks: Buffer[] = [];
       const onAbort = (): void => {
         if (abort) abort(abortReason(signal));
@@ -174,6 +184,17 @@ export class CogClient {
           return true;
         },
         onData: (chunk) => {
+          size += chunk.length;
+          if (size > MAX_REPLY_BYTES) {
+            // The same output again would be as large: the run is not retried.
+            const tooLarge = new BackendError(
+              `the Cog server's answer is larger than ${MAX_REPLY_BYTES} bytes`,
+              { retryable: false },
+            );
+            abort?.(tooLarge);
+            done(tooLarge);
+            return false;
+          }
           chunks.push(chunk);
           return true;
         },

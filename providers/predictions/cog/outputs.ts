@@ -8,6 +8,8 @@ export interface OutputShape {
   schema: JsonObject | undefined;
   /** The caller asked for a stream: new text pieces of a concatenated output are reported (OutputPieces). */
   stream: boolean;
+  /** The Cog server's origin: its URLs are files wherever they sit (its own uploads), others only where the schema says `format: uri`. */
+  origin?: string;
 }
 
 /** The result of a terminal prediction, or the BackendError it stands for. */
@@ -17,7 +19,9 @@ export function finalResult(prediction: CogPrediction, shape: OutputShape): Back
       const predictTime = prediction.metrics?.predict_time;
       return {
         outputs: [],
-        output: shapeOutput(prediction.output, shape.schema),
+        output: shapeOutput(prediction.output, shape.schema, {
+          ownUrl: (url) => url.origin === shape.origin,
+        }),
         ...(typeof predictTime === 'number' && Number.isFinite(predictTime) ? { predictTime } : {}),
         ...(typeof prediction.logs === 'string' ? { logs: prediction.logs } : {}),
       };
