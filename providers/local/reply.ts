@@ -4,7 +4,7 @@
  */
 import { invalidParameter } from '../request-error.js';
 import type { JsonObject } from '../types.js';
-import { schemaInstance } from './schema-instance.js';
+import { InstanceBudget, schemaInstance } from './schema-instance.js';
 
 export const LOCAL_REPLY_PREFIX = 'You said: ';
 export const LOCAL_REPLY_SUFFIX = "This is a deterministic reply from Gantry's built-in local model.";
@@ -133,9 +133,11 @@ function toolCalls(body: JsonObject): LocalToolCall[] {
     if (chosen.length === 0) chosen = [tools[0] as FunctionTool];
     if (body.parallel_tool_calls === false) chosen = chosen.slice(0, 1);
   }
+  // One budget for all the calls: many tools named at once must not multiply the bound.
+  const budget = new InstanceBudget();
   return chosen.map((tool) => ({
     name: tool.name,
-    arguments: JSON.stringify(schemaInstance(tool.parameters ?? { type: 'object' }, text)),
+    arguments: JSON.stringify(schemaInstance(tool.parameters ?? { type: 'object' }, text, budget)),
   }));
 }
 
