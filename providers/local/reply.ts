@@ -94,9 +94,15 @@ function functionTools(tools: unknown): FunctionTool[] {
 }
 
 /**
+ * How much of the last user message is searched for tool names: each tool's name is looked for in it,
+ * so thousands of tools against a long message would block the event loop for seconds.
+ */
+export const TOOL_NAME_SEARCH_CHARS = 8 * 1024;
+
+/**
  * The tools called: the forced one, else (auto, required, allowed_tools among the tools it lists) every
- * tool whose name the last user message contains, in `tools` order (only the first when
- * parallel_tool_calls is false), else the first tool.
+ * tool whose name the first TOOL_NAME_SEARCH_CHARS characters of the last user message contain, in
+ * `tools` order (only the first when parallel_tool_calls is false), else the first tool.
  */
 function toolCalls(body: JsonObject): LocalToolCall[] {
   let tools = functionTools(body.tools);
@@ -128,7 +134,7 @@ function toolCalls(body: JsonObject): LocalToolCall[] {
     }
     chosen = [tool];
   } else {
-    const lower = text.toLowerCase();
+    const lower = text.slice(0, TOOL_NAME_SEARCH_CHARS).toLowerCase();
     chosen = tools.filter((t) => lower.includes(t.name.toLowerCase()));
     if (chosen.length === 0) chosen = [tools[0] as FunctionTool];
     if (body.parallel_tool_calls === false) chosen = chosen.slice(0, 1);

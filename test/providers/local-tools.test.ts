@@ -1,5 +1,6 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
+import { TOOL_NAME_SEARCH_CHARS } from '../../providers/local/reply.js';
 import { MAX_CHARS, MAX_STRING, schemaInstance } from '../../providers/local/schema-instance.js';
 import { LOCAL_REPLY_SUFFIX, LocalProvider } from '../../providers/local.js';
 import { ProviderRequestError } from '../../providers/request-error.js';
@@ -176,6 +177,17 @@ describe('local-chat tool calls', () => {
     expect(one.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_weather']);
     const named = await complete({ messages: user('what time is it? get_time'), tools: [weather, time] });
     expect(named.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_time']);
+  });
+
+  it('looks for tool names in the first TOOL_NAME_SEARCH_CHARS characters of the message only', async () => {
+    const pad = 'x '.repeat(TOOL_NAME_SEARCH_CHARS / 2 - 10);
+    const near = await complete({ messages: user(`${pad}get_time`), tools: [weather, time] });
+    expect(near.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_time']);
+    const far = await complete({
+      messages: user(`${pad}${'y'.repeat(40)} get_time`),
+      tools: [weather, time],
+    });
+    expect(far.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_weather']);
   });
 
   it('calls the forced tool, answers text for none, and refuses an unknown forced tool', async () => {
