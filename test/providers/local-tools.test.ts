@@ -1,12 +1,15 @@
+import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { TOOL_NAME_SEARCH_CHARS } from '../../providers/local/reply.js';
 import { MAX_CHARS, MAX_STRING, schemaInstance } from '../../providers/local/schema-instance.js';
 import { LOCAL_REPLY_SUFFIX, LocalProvider } from '../../providers/local.js';
 import { ProviderRequestError } from '../../providers/request-error.js';
 import { countChatInputTokens, IMAGE_PART_TOKENS } from '../../providers/tokens.js';
 import type { CallContext, JsonObject } from '../../providers/types.js';
+import { spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
+import { tempDir } from '../helpers/temp-dirs.js';
 
 const provider = new LocalProvider({ name: 'local' });
 const ctx = (): CallContext => ({ signal: new AbortController().signal, requestId: 'req-test' });
@@ -501,6 +504,41 @@ describe('schemaInstance bounds', () => {
     expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
     expect(JSON.stringify(value)).toBe('{"__proto__":0}');
   });
+});
+
+describe('schemaInstance bounds in a running gateway', () => {
+  afterAll(() => stopAllGantry());
+
+  it('answers the wide recursive schema while /v1/models keeps answering (default config)', async () => {
+    const key = 'gty_f1-bounds-0123456789abcdefghijklmnopqrstuvwxyz';
+    const g = await spawnGantry({
+      config: join(new URL('../..', import.meta.url).pathname, 'config/gantry.yaml'),
+      dataDir: tempDir('gantry-f1-bounds-'),
+      env: { GANTRY_BOOTSTRAP_KEY: key },
+    });
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+    const six = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const schema = {
+      type: 'object',
+      required: six,
+      properties: Object.fromEntries(six.map((k) => [k, { $ref: '#' }])),
+    };
+    const chats = [
+      { response_format: { type: 'json_schema', json_schema: { name: 'w', schema } } },
+      { tools: [{ type: 'function', function: { name: 'f', parameters: schema } }] },
+    ].map((extra) =>
+      fetch(`${g.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model: 'gantry/local-chat', messages: user('hi'), max_tokens: 5, ...extra }),
+        signal: AbortSignal.timeout(20_000),
+      }),
+    );
+    // Asked while the two chats are in flight: unbounded, they held the loop for good.
+    const models = await fetch(`${g.baseURL}/models`, { headers, signal: AbortSignal.timeout(20_000) });
+    expect(models.status).toBe(200);
+    for (const response of await Promise.all(chats)) expect(response.status).toBe(200);
+  }, 60_000);
 });
 
 describe('local-chat images', () => {
