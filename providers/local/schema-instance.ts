@@ -183,12 +183,14 @@ class Generator {
   }
 
   private lookup(ref: string): Schema | undefined {
+    // Matching reads the whole reference, which the request may make long.
+    this.budget.charge(Math.ceil(ref.length / 64));
     if (ref === '#') return this.root;
     const match = /^#\/(\$defs|definitions)\/(.+)$/.exec(ref);
     if (!match) return undefined;
     const defs = this.root[match[1] as string];
     const name = (match[2] as string).replaceAll('~1', '/').replaceAll('~0', '~');
-    const target = isSchema(defs) ? defs[name] : undefined;
+    const target = isSchema(defs) && Object.hasOwn(defs, name) ? defs[name] : undefined;
     return isSchema(target) ? target : undefined;
   }
 
@@ -231,7 +233,11 @@ class Generator {
   }
 
   private string(schema: Schema, name: string): string {
-    const format = typeof schema.format === 'string' ? FORMATS[schema.format] : undefined;
+    // Own keys only: a `format` such as "constructor" must not pick up Object.prototype's members.
+    const format =
+      typeof schema.format === 'string' && Object.hasOwn(FORMATS, schema.format)
+        ? FORMATS[schema.format]
+        : undefined;
     if (format !== undefined) return format;
     const max = Math.min(nonNegative(schema.maxLength) ?? MAX_STRING, MAX_STRING);
     const budget = this.budget;

@@ -503,6 +503,34 @@ describe('schemaInstance bounds', () => {
     const value = schemaInstance(schema, 'hi') as object;
     expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
     expect(JSON.stringify(value)).toBe('{"__proto__":0}');
+    // Names of Object.prototype's members are not formats nor definitions.
+    const odd = {
+      type: 'object',
+      required: ['a', 'b', 'c'],
+      properties: {
+        a: { type: 'string', format: 'constructor' },
+        b: { type: 'string', format: '__proto__' },
+        c: { $ref: '#/$defs/__proto__' },
+      },
+      $defs: {},
+    };
+    expect(schemaInstance(odd, 'hi')).toEqual({ a: 'hi', b: 'hi', c: null });
+  });
+
+  it('counts long $ref strings in the bound', () => {
+    const long = `#/$defs/${'r'.repeat(200_000)}`;
+    const six = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const schema = {
+      type: 'object',
+      required: [...six, 'x'],
+      properties: { ...Object.fromEntries(six.map((k) => [k, { $ref: '#' }])), x: { $ref: long } },
+    };
+    const { schema: proxied, reads } = counted(schema);
+    schemaInstance(proxied, 'hi');
+    const unbounded = counted({ ...schema, properties: { ...schema.properties, x: { $ref: '#/$defs/r' } } });
+    schemaInstance(unbounded.schema, 'hi');
+    // Each lookup of the long reference costs its length: far fewer of them fit in the bound.
+    expect(reads()).toBeLessThan(unbounded.reads());
   });
 });
 
