@@ -96,7 +96,8 @@ class Generator {
 
   value(node: unknown, name: string, depth: number): unknown {
     if (this.budget.spent) return null;
-    this.budget.charge(1, 4);
+    // `null,` at least, as JSON (the rest of a value is charged where it is made).
+    this.budget.charge(1, 5);
     if (depth > MAX_DEPTH || !isSchema(node)) return node === false ? null : this.string({}, name);
     const schema = this.resolve(node, depth);
     if (schema === undefined) return null;
@@ -146,7 +147,7 @@ class Generator {
 
   /** A `const` or `enum` value, copied from the request as is: charged its JSON size. */
   private literal(value: unknown): unknown {
-    const size = typeof value === 'string' ? value.length : (JSON.stringify(value)?.length ?? 0);
+    const size = JSON.stringify(value)?.length ?? 0;
     this.budget.charge(1 + Math.ceil(size / 64), size);
     return this.budget.spent ? null : value;
   }
@@ -206,8 +207,13 @@ class Generator {
     const out: Record<string, unknown> = {};
     for (const key of names) {
       if (this.budget.spent) break;
-      this.budget.charge(1, typeof key === 'string' ? key.length + 4 : 0);
-      if (typeof key !== 'string' || Object.hasOwn(out, key)) continue;
+      if (typeof key !== 'string' || Object.hasOwn(out, key)) {
+        this.budget.charge(1);
+        continue;
+      }
+      // `"key":` as JSON; a key past the bound is left out with its value.
+      this.budget.charge(1, JSON.stringify(key).length + 1);
+      if (this.budget.spent) break;
       const node = Object.hasOwn(properties, key) ? properties[key] : {};
       const value = this.value(node, key, depth + 1);
       Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
@@ -252,7 +258,7 @@ class Generator {
     const min = Math.min(nonNegative(schema.minLength) ?? 0, MAX_STRING);
     const length = Array.from(value).length;
     const out = length < min ? value + '-'.repeat(min - length) : value;
-    budget.charge(1, out.length);
+    budget.charge(1, JSON.stringify(out).length);
     return out;
   }
 

@@ -373,7 +373,7 @@ describe('schemaInstance bounds', () => {
     const text = JSON.stringify(schemaInstance(schema, 'x'.repeat(5000)));
     expect(performance.now() - started).toBeLessThan(1000);
     // 16^10 strings of 200 characters without the bound.
-    expect(text.length).toBeLessThan(MAX_CHARS + 1000);
+    expect(text.length).toBeLessThanOrEqual(MAX_CHARS + MAX_STRING);
   });
 
   /**
@@ -440,7 +440,9 @@ describe('schemaInstance bounds', () => {
       expect(tool.reads()).toBeGreaterThan(100);
       // The whole instance, not only what max_tokens lets through: bounded in size as in work.
       const whole = counted(raw);
-      expect(JSON.stringify(schemaInstance(whole.schema, 'hi')).length).toBeLessThan(MAX_CHARS + 1000);
+      expect(JSON.stringify(schemaInstance(whole.schema, 'hi')).length).toBeLessThanOrEqual(
+        MAX_CHARS + MAX_STRING,
+      );
     }
   });
 
@@ -492,7 +494,7 @@ describe('schemaInstance bounds', () => {
       expect((value[key] as string).length).toBeLessThanOrEqual(MAX_STRING);
     }
     expect((value.list as unknown[]).length).toBeLessThanOrEqual(16);
-    expect(JSON.stringify(value).length).toBeLessThan(MAX_CHARS + 200_000);
+    expect(JSON.stringify(value).length).toBeLessThanOrEqual(MAX_CHARS + MAX_STRING);
     expect(reads()).toBeLessThan(3_000_000);
   });
 
