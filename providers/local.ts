@@ -15,10 +15,11 @@ import { UpstreamError } from './upstream-error.js';
  * 1. Tool calls: the request has function `tools`, `tool_choice` is not `none`, and the last message is
  *    not a `tool` result. It calls the tool `tool_choice` names; otherwise (auto, required, absent, or
  *    allowed_tools among the tools it lists) every tool whose name the last user message contains
- *    (case-insensitive, in `tools` order; only the first when `parallel_tool_calls` is false), or the
+ *    (its first TOOL_NAME_SEARCH_CHARS characters; case-insensitive, in `tools` order; only the first when `parallel_tool_calls` is false), or the
  *    first tool when it names none. The arguments are the
  *    deterministic instance of the tool's `parameters` (local/schema-instance.ts: required properties,
- *    first enum values, strings from the last user message, numbers 0 or the minimum). `content` is null,
+ *    first enum values, strings from the last user message, numbers 0 or the minimum; bounded in work
+ *    and size over the whole reply, see its header). `content` is null,
  *    ids are `call_…`, finish_reason `tool_calls`; streamed as OpenAI does (per call a first delta with
  *    index, id, type and name with empty arguments, then the arguments in pieces).
  * 2. `response_format` json_schema: the content is the same generator's instance of the schema (valid

@@ -4,7 +4,7 @@
  */
 import { invalidParameter } from '../request-error.js';
 import type { JsonObject } from '../types.js';
-import { schemaInstance } from './schema-instance.js';
+import { InstanceBudget, schemaInstance } from './schema-instance.js';
 
 export const LOCAL_REPLY_PREFIX = 'You said: ';
 export const LOCAL_REPLY_SUFFIX = "This is a deterministic reply from Gantry's built-in local model.";
@@ -94,9 +94,15 @@ function functionTools(tools: unknown): FunctionTool[] {
 }
 
 /**
+ * How much of the last user message is searched for tool names: each tool's name is looked for in it,
+ * so thousands of tools against a long message would block the event loop for seconds.
+ */
+export const TOOL_NAME_SEARCH_CHARS = 8 * 1024;
+
+/**
  * The tools called: the forced one, else (auto, required, allowed_tools among the tools it lists) every
- * tool whose name the last user message contains, in `tools` order (only the first when
- * parallel_tool_calls is false), else the first tool.
+ * tool whose name the first TOOL_NAME_SEARCH_CHARS characters of the last user message contain, in
+ * `tools` order (only the first when parallel_tool_calls is false), else the first tool.
  */
 function toolCalls(body: JsonObject): LocalToolCall[] {
   let tools = functionTools(body.tools);
@@ -128,14 +134,16 @@ function toolCalls(body: JsonObject): LocalToolCall[] {
     }
     chosen = [tool];
   } else {
-    const lower = text.toLowerCase();
+    const lower = text.slice(0, TOOL_NAME_SEARCH_CHARS).toLowerCase();
     chosen = tools.filter((t) => lower.includes(t.name.toLowerCase()));
     if (chosen.length === 0) chosen = [tools[0] as FunctionTool];
     if (body.parallel_tool_calls === false) chosen = chosen.slice(0, 1);
   }
+  // One budget for all the calls: many tools named at once must not multiply the bound.
+  const budget = new InstanceBudget();
   return chosen.map((tool) => ({
     name: tool.name,
-    arguments: JSON.stringify(schemaInstance(tool.parameters ?? { type: 'object' }, text)),
+    arguments: JSON.stringify(schemaInstance(tool.parameters ?? { type: 'object' }, text, budget)),
   }));
 }
 

@@ -1,11 +1,15 @@
+import { join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
-import { describe, expect, it } from 'vitest';
-import { schemaInstance } from '../../providers/local/schema-instance.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { TOOL_NAME_SEARCH_CHARS } from '../../providers/local/reply.js';
+import { MAX_CHARS, MAX_STRING, schemaInstance } from '../../providers/local/schema-instance.js';
 import { LOCAL_REPLY_SUFFIX, LocalProvider } from '../../providers/local.js';
 import { ProviderRequestError } from '../../providers/request-error.js';
 import { countChatInputTokens, IMAGE_PART_TOKENS } from '../../providers/tokens.js';
 import type { CallContext, JsonObject } from '../../providers/types.js';
+import { spawnGantry, stopAllGantry } from '../helpers/gantry-process.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
+import { tempDir } from '../helpers/temp-dirs.js';
 
 const provider = new LocalProvider({ name: 'local' });
 const ctx = (): CallContext => ({ signal: new AbortController().signal, requestId: 'req-test' });
@@ -176,6 +180,17 @@ describe('local-chat tool calls', () => {
     expect(one.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_weather']);
     const named = await complete({ messages: user('what time is it? get_time'), tools: [weather, time] });
     expect(named.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_time']);
+  });
+
+  it('looks for tool names in the first TOOL_NAME_SEARCH_CHARS characters of the message only', async () => {
+    const pad = 'x '.repeat(TOOL_NAME_SEARCH_CHARS / 2 - 10);
+    const near = await complete({ messages: user(`${pad}get_time`), tools: [weather, time] });
+    expect(near.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_time']);
+    const far = await complete({
+      messages: user(`${pad}${'y'.repeat(40)} get_time`),
+      tools: [weather, time],
+    });
+    expect(far.choices[0]?.message.tool_calls?.map((c) => c.function.name)).toEqual(['get_weather']);
   });
 
   it('calls the forced tool, answers text for none, and refuses an unknown forced tool', async () => {
@@ -358,8 +373,202 @@ describe('schemaInstance bounds', () => {
     const text = JSON.stringify(schemaInstance(schema, 'x'.repeat(5000)));
     expect(performance.now() - started).toBeLessThan(1000);
     // 16^10 strings of 200 characters without the bound.
-    expect(text.length).toBeLessThan(200_000);
+    expect(text.length).toBeLessThanOrEqual(MAX_CHARS + MAX_STRING);
   });
+
+  /**
+   * The schema behind a proxy that counts every read of it (properties, keys, descriptors) and throws
+   * past `limit`: the work a call does, counted independently of the generator's own budget, and a
+   * runaway generator fails here instead of freezing the test.
+   */
+  function counted(schema: object, limit = 3_000_000): { schema: object; reads: () => number } {
+    let reads = 0;
+    const read = () => {
+      if (++reads > limit) throw new Error(`more than ${limit} reads of the schema`);
+    };
+    const wrap = (value: unknown): unknown => {
+      if (value === null || typeof value !== 'object') return value;
+      return new Proxy(value, {
+        get(target, key) {
+          read();
+          return wrap(Reflect.get(target, key));
+        },
+        has(target, key) {
+          read();
+          return Reflect.has(target, key);
+        },
+        ownKeys(target) {
+          const keys = Reflect.ownKeys(target);
+          for (let i = 0; i <= keys.length; i++) read();
+          return keys;
+        },
+        getOwnPropertyDescriptor(target, key) {
+          read();
+          return Reflect.getOwnPropertyDescriptor(target, key);
+        },
+      });
+    };
+    return { schema: wrap(schema) as object, reads: () => reads };
+  }
+
+  const six = ['a', 'b', 'c', 'd', 'e', 'f'];
+  /** The review's repro: every object requires six copies of the whole schema (6^12 values unbounded). */
+  const wide = {
+    type: 'object',
+    required: six,
+    properties: Object.fromEntries(six.map((k) => [k, { $ref: '#' }])),
+  };
+  const wideAllOf = { type: 'object', allOf: six.map(() => ({ $ref: '#' })), required: ['x'] };
+
+  it('answers a wide recursive schema within a bounded work, in response_format and in tools', async () => {
+    for (const raw of [wide, wideAllOf]) {
+      const format = counted(raw);
+      const out = await complete({
+        messages: user('hi'),
+        max_tokens: 5,
+        response_format: { type: 'json_schema', json_schema: { name: 'w', schema: format.schema } },
+      });
+      expect(out.choices[0]?.message.content).toEqual(expect.any(String));
+      expect(format.reads()).toBeGreaterThan(100);
+      const tool = counted(raw);
+      const called = await complete({
+        messages: user('hi'),
+        max_tokens: 5,
+        tools: [{ type: 'function', function: { name: 'f', parameters: tool.schema } }],
+      });
+      expect(called.choices[0]?.message.tool_calls?.[0]?.function.name).toBe('f');
+      expect(tool.reads()).toBeGreaterThan(100);
+      // The whole instance, not only what max_tokens lets through: bounded in size as in work.
+      const whole = counted(raw);
+      expect(JSON.stringify(schemaInstance(whole.schema, 'hi')).length).toBeLessThanOrEqual(
+        MAX_CHARS + MAX_STRING,
+      );
+    }
+  });
+
+  it('shares one bound among all the tools one reply calls', async () => {
+    const call = async (count: number): Promise<number> => {
+      const names = Array.from({ length: count }, (_, i) => `tool_${i}`);
+      const schemas = names.map(() => counted(wide));
+      const out = await complete({
+        messages: user(names.join(' ')),
+        max_tokens: 5,
+        tools: names.map((name, i) => ({
+          type: 'function',
+          function: { name, parameters: schemas[i]?.schema },
+        })),
+      });
+      expect(out.choices[0]?.message.tool_calls?.[0]?.function.name).toBe('tool_0');
+      return schemas.reduce((sum, s) => sum + s.reads(), 0);
+    };
+    const one = await call(1);
+    // Forty tools named at once cost one tool's bound, not forty.
+    expect(await call(40)).toBeLessThan(1.5 * one);
+  });
+
+  it('clamps every size a schema asks for and copies big constants within the bound', () => {
+    const huge = 100_000_000;
+    const schema = {
+      type: 'object',
+      required: ['s1', 's2', 's3', 's4', 's5', 'list', 'named'],
+      properties: {
+        s1: { type: 'string', minLength: huge },
+        s2: { type: 'string', minLength: huge, maxLength: huge },
+        s3: { type: 'string', minLength: huge },
+        s4: { type: 'string', minLength: huge },
+        s5: { type: 'string', minLength: huge },
+        list: { type: 'array', minItems: huge, maxItems: huge, items: { type: 'integer' } },
+        named: { $ref: '#/$defs/long' },
+      },
+      $defs: {
+        long: {
+          type: 'object',
+          required: ['k'.repeat(50_000), 'c'],
+          properties: { ['k'.repeat(50_000)]: { $ref: '#/$defs/long' }, c: { const: 'x'.repeat(100_000) } },
+        },
+      },
+    };
+    const { schema: proxied, reads } = counted(schema);
+    const value = schemaInstance(proxied, 'hi') as Record<string, unknown>;
+    for (const key of ['s1', 's2', 's3', 's4', 's5']) {
+      expect((value[key] as string).length).toBeLessThanOrEqual(MAX_STRING);
+    }
+    expect((value.list as unknown[]).length).toBeLessThanOrEqual(16);
+    expect(JSON.stringify(value).length).toBeLessThanOrEqual(MAX_CHARS + MAX_STRING);
+    expect(reads()).toBeLessThan(3_000_000);
+  });
+
+  it('keeps a property named __proto__ as an ordinary key', () => {
+    const schema = JSON.parse(
+      '{"type":"object","required":["__proto__"],"properties":{"__proto__":{"type":"integer"}}}',
+    );
+    const value = schemaInstance(schema, 'hi') as object;
+    expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
+    expect(JSON.stringify(value)).toBe('{"__proto__":0}');
+    // Names of Object.prototype's members are not formats nor definitions.
+    const odd = {
+      type: 'object',
+      required: ['a', 'b', 'c'],
+      properties: {
+        a: { type: 'string', format: 'constructor' },
+        b: { type: 'string', format: '__proto__' },
+        c: { $ref: '#/$defs/__proto__' },
+      },
+      $defs: {},
+    };
+    expect(schemaInstance(odd, 'hi')).toEqual({ a: 'hi', b: 'hi', c: null });
+  });
+
+  it('counts long $ref strings in the bound', () => {
+    const long = `#/$defs/${'r'.repeat(200_000)}`;
+    const six = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const schema = {
+      type: 'object',
+      required: [...six, 'x'],
+      properties: { ...Object.fromEntries(six.map((k) => [k, { $ref: '#' }])), x: { $ref: long } },
+    };
+    const { schema: proxied, reads } = counted(schema);
+    schemaInstance(proxied, 'hi');
+    const unbounded = counted({ ...schema, properties: { ...schema.properties, x: { $ref: '#/$defs/r' } } });
+    schemaInstance(unbounded.schema, 'hi');
+    // Each lookup of the long reference costs its length: far fewer of them fit in the bound.
+    expect(reads()).toBeLessThan(unbounded.reads());
+  });
+});
+
+describe('schemaInstance bounds in a running gateway', () => {
+  afterAll(() => stopAllGantry());
+
+  it('answers the wide recursive schema while /v1/models keeps answering (default config)', async () => {
+    const key = 'gty_f1-bounds-0123456789abcdefghijklmnopqrstuvwxyz';
+    const g = await spawnGantry({
+      config: join(new URL('../..', import.meta.url).pathname, 'config/gantry.yaml'),
+      dataDir: tempDir('gantry-f1-bounds-'),
+      env: { GANTRY_BOOTSTRAP_KEY: key },
+    });
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${key}` };
+    const six = ['a', 'b', 'c', 'd', 'e', 'f'];
+    const schema = {
+      type: 'object',
+      required: six,
+      properties: Object.fromEntries(six.map((k) => [k, { $ref: '#' }])),
+    };
+    const chats = [
+      { response_format: { type: 'json_schema', json_schema: { name: 'w', schema } } },
+      { tools: [{ type: 'function', function: { name: 'f', parameters: schema } }] },
+    ].map((extra) =>
+      fetch(`${g.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model: 'gantry/local-chat', messages: user('hi'), max_tokens: 5, ...extra }),
+        signal: AbortSignal.timeout(20_000),
+      }),
+    );
+    // Asked while the two chats are in flight: unbounded, they held the loop for good.
+    const models = await fetch(`${g.baseURL}/models`, { headers, signal: AbortSignal.timeout(20_000) });
+    expect(models.status).toBe(200);
+    for (const response of await Promise.all(chats)) expect(response.status).toBe(200);
+  }, 60_000);
 });
 
 describe('local-chat images', () => {
