@@ -81,8 +81,8 @@ function thinkingTokens(details: unknown): number | undefined {
 
 /**
  * Anthropic counts cached input apart from `input_tokens`; OpenAI's prompt_tokens includes it. Cache
- * reads are OpenAI's cached_tokens; cache writes have no OpenAI field and count as plain prompt tokens
- * (so they are billed at the input rate: README.md, "Anthropic").
+ * reads are OpenAI's cached_tokens and cache writes its cache_write_tokens, both part of prompt_tokens
+ * (priced at the model's cached_input and cache_write rates: README.md, "Anthropic models").
  */
 export function usageOf(value: unknown): JsonObject {
   return openAIUsage(readUsage(value, NO_USAGE));
@@ -94,7 +94,7 @@ export function openAIUsage(u: AnthropicUsage): JsonObject {
     prompt_tokens: prompt,
     completion_tokens: u.output,
     total_tokens: prompt + u.output,
-    prompt_tokens_details: { cached_tokens: u.cacheRead },
+    prompt_tokens_details: { cached_tokens: u.cacheRead, cache_write_tokens: u.cacheCreation },
   };
   if (u.thinking !== undefined) usage.completion_tokens_details = { reasoning_tokens: u.thinking };
   return usage;

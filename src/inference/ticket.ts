@@ -84,6 +84,7 @@ export class Ticket {
       {
         inputTokens: used.inputTokens,
         cachedInputTokens: used.cachedInputTokens,
+        cacheWriteInputTokens: used.cacheWriteInputTokens,
         outputTokens: used.outputTokens,
       },
       { billable: entry.billable ?? false, modelType: entry.type },
@@ -167,12 +168,19 @@ export class Ticket {
     const reported = this.usage ?? this.meter?.usage;
     if (reported) return reported;
     if (!this.upstreamCalled)
-      return { inputTokens: 0, cachedInputTokens: 0, outputTokens: 0, reported: false };
+      return {
+        inputTokens: 0,
+        cachedInputTokens: 0,
+        cacheWriteInputTokens: 0,
+        outputTokens: 0,
+        reported: false,
+      };
     // No usage from the upstream (cut stream, client gone): the prompt was sent, the output is what arrived.
     // The estimate: counted now unless admission already did (it is memoized).
     return {
       inputTokens: this.inputTokens(),
       cachedInputTokens: 0,
+      cacheWriteInputTokens: 0,
       outputTokens: this.meter ? this.meter.countDelivered() : 0,
       reported: false,
     };

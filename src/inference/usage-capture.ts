@@ -6,6 +6,8 @@ import { CONTENT } from './preamble.js';
 export interface TokenUsage {
   inputTokens: number;
   cachedInputTokens: number;
+  /** Tokens written to the prompt cache (OpenAI's `cache_write_tokens`): part of inputTokens. */
+  cacheWriteInputTokens: number;
   outputTokens: number;
   /** true when the upstream reported the numbers; false when Gantry counted them. */
   reported: boolean;
@@ -22,6 +24,7 @@ export function readUsage(usage: unknown): TokenUsage | undefined {
   return {
     inputTokens: input ?? 0,
     cachedInputTokens: num(details?.cached_tokens) ?? 0,
+    cacheWriteInputTokens: num(details?.cache_write_tokens) ?? 0,
     outputTokens: output ?? 0,
     reported: true,
   };

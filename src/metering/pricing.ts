@@ -21,14 +21,17 @@
  *     `usage.gpuSeconds` (the prediction's predict_time), unrounded, no minimum.
  *   Seconds come from `usage.seconds`, else the request's `params.seconds` or `params.duration`
  *   (spec 2.3: a video's duration comes from input.seconds or input.duration).
- * - **Subsets** (DESIGN.md): `cachedInputTokens` is part of `inputTokens` and `reasoningTokens` part of
- *   `outputTokens`. Input minus cached is priced at the input rate, the cached part at the cached rate (the
- *   input rate when none is given); reasoning is priced as output unless a `reasoning` rate is given, in
- *   which case output minus reasoning is priced at the output rate. Subsets are clamped to their total.
+ * - **Subsets** (DESIGN.md): `cachedInputTokens` (cache reads) and `cacheWriteInputTokens` (cache writes)
+ *   are disjoint parts of `inputTokens`, and `reasoningTokens` part of `outputTokens`. Input minus both is
+ *   priced at the input rate, the cached part at the cached rate and the written part at the cache-write
+ *   rate (each the input rate when none is given); reasoning is priced as output unless a `reasoning` rate is given, in
+ *   which case output minus reasoning is priced at the output rate. Subsets are clamped to their total (cache
+ *   writes to what the cache reads leave of it).
  * - **Criterias** come in two kinds, by `field`:
- *   - `token_type` criterias split the token price by type (`input`, `cached_input`, `output`,
- *     `reasoning`); the first criterion matching a type sets its rate, per its own unit (million_token
- *     when left out). Types without one fall back: cached → input rate, reasoning → output rate, input
+ *   - `token_type` criterias split the token price by type (`input`, `cached_input`, `cache_write`,
+ *     `output`, `reasoning`); the first criterion matching a type sets its rate, per its own unit
+ *     (million_token when left out). Types without one fall back: cached and cache_write → input rate,
+ *     reasoning → output rate, input
  *     and output → the base amount. They only apply while the base unit is token-based.
  *   - Any other field is a request parameter (`usage.params[field]`; for usage-derived fields such as
  *     `input_tokens`, `seconds` or `duration`, the usage quantity when params lack it). The **first**
@@ -44,12 +47,12 @@
  * - **Formula** (`type: linear`): when present it is the whole price; `amount` and criterias are then
  *   display-only. cost = Σ quantity(term) × variables[term.rate_key] / per. A term names its quantity
  *   with `quantity_key` (or `megapixels_key` / `tokens_key`): input_tokens, cached_input_tokens,
- *   output_tokens, reasoning_tokens, input_megapixels, output_megapixels, images, seconds, predictions,
+ *   cache_write_tokens, output_tokens, reasoning_tokens, input_megapixels, output_megapixels, images, seconds, predictions,
  *   gpu_seconds. `per` is 1 except for token quantities, whose rates follow the model's unit like
  *   `amount` does: per million when `pricing.unit` is million_token (or anything else), per token when it
  *   is `token`; a term may set `per` (a positive number) to say it outright. The subset rule holds: when a
- *   formula has a cached_input_tokens (reasoning_tokens) term, its input_tokens (output_tokens) term
- *   counts only the rest. The term's type key (`token_type`, `megapixel_type`) is a label.
+ *   formula has a cached_input_tokens or cache_write_tokens (reasoning_tokens) term, its input_tokens
+ *   (output_tokens) term counts only the rest. The term's type key (`token_type`, `megapixel_type`) is a label.
  * - Non-billable models (`options.billable === false`) and models without pricing cost 0, no lines.
  * - Costs are rounded to COST_DECIMALS (10) places, far below any currency's minor unit, to drop float
  *   noise (0.1 + 0.2); credits to CREDIT_DECIMALS (6), half up.
@@ -68,6 +71,8 @@ export interface Usage {
   inputTokens?: number;
   /** Part of inputTokens, not in addition to it. */
   cachedInputTokens?: number;
+  /** Tokens written to the prompt cache: part of inputTokens, apart from cachedInputTokens. */
+  cacheWriteInputTokens?: number;
   outputTokens?: number;
   /** Part of outputTokens, not in addition to it. */
   reasoningTokens?: number;
@@ -91,7 +96,7 @@ export interface PriceOptions {
 
 /** One charge: quantity × rate / per = cost. */
 export interface CostLine {
-  /** What was counted: input_tokens, cached_input_tokens, output_tokens, reasoning_tokens, images,
+  /** What was counted: input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, images,
    * output_megapixels, seconds, minutes, chunks, predictions, gpu_seconds, or a formula quantity key. */
   item: string;
   quantity: number;
@@ -122,7 +127,7 @@ interface Unit {
   video: boolean;
 }
 
-type TokenType = 'input' | 'cached_input' | 'output' | 'reasoning';
+type TokenType = 'input' | 'cached_input' | 'cache_write' | 'output' | 'reasoning';
 
 interface Criterion {
   field: string;
@@ -136,6 +141,7 @@ interface Criterion {
 type QuantityKey =
   | 'input_tokens'
   | 'cached_input_tokens'
+  | 'cache_write_tokens'
   | 'output_tokens'
   | 'reasoning_tokens'
   | 'input_megapixels'
@@ -204,11 +210,12 @@ const OPERATORS: Record<string, Operator> = {
   nin: 'not_in',
 };
 
-const TOKEN_TYPES = new Set<string>(['input', 'cached_input', 'output', 'reasoning']);
+const TOKEN_TYPES = new Set<string>(['input', 'cached_input', 'cache_write', 'output', 'reasoning']);
 
 const QUANTITY_KEYS = new Set<string>([
   'input_tokens',
   'cached_input_tokens',
+  'cache_write_tokens',
   'output_tokens',
   'reasoning_tokens',
   'input_megapixels',
@@ -274,13 +281,13 @@ function checkValue(op: Operator, value: unknown, where: string): void {
   }
 }
 
-/** token_type criterias may only name the four token types, or no type could ever match them. */
+/** token_type criterias may only name the five token types, or no type could ever match them. */
 function checkTokenTypes(value: unknown, where: string): void {
   const values = Array.isArray(value) ? value : [value];
   for (const v of values) {
     if (typeof v !== 'string' || !TOKEN_TYPES.has(v.trim().toLowerCase())) {
       throw new PricingError(
-        `${where} must name a token type (input, cached_input, output, reasoning), got ${JSON.stringify(v)}`,
+        `${where} must name a token type (input, cached_input, cache_write, output, reasoning), got ${JSON.stringify(v)}`,
       );
     }
   }
@@ -454,6 +461,8 @@ function ordered(op: Operator, a: Comparable | undefined, b: Comparable | undefi
 interface Quantities {
   input: number;
   cached: number;
+  /** Cache writes: apart from `cached`, so the two never add up past `input`. */
+  cacheWrite: number;
   output: number;
   reasoning: number;
   images: number;
@@ -474,9 +483,11 @@ function quantitiesOf(usage: Usage): Quantities {
   const output = count(usage.outputTokens);
   const params = usage.params ?? {};
   const seconds = usage.seconds ?? numeric(params.seconds) ?? numeric(params.duration);
+  const cached = Math.min(count(usage.cachedInputTokens), input);
   return {
     input,
-    cached: Math.min(count(usage.cachedInputTokens), input),
+    cached,
+    cacheWrite: Math.min(count(usage.cacheWriteInputTokens), input - cached),
     output,
     reasoning: Math.min(count(usage.reasoningTokens), output),
     images: count(usage.images),
@@ -495,6 +506,8 @@ function usageField(field: string, q: Quantities): number | undefined {
       return q.input;
     case 'cached_input_tokens':
       return q.cached;
+    case 'cache_write_tokens':
+      return q.cacheWrite;
     case 'output_tokens':
       return q.output;
     case 'reasoning_tokens':
@@ -547,11 +560,13 @@ function tokenRate(criteria: readonly Criterion[], type: TokenType): Rate | unde
 function tokenLines(p: CompiledPricing, base: Rate, q: Quantities): CostLine[] {
   const input = tokenRate(p.tokenCriteria, 'input') ?? base;
   const cached = tokenRate(p.tokenCriteria, 'cached_input') ?? input;
+  const cacheWrite = tokenRate(p.tokenCriteria, 'cache_write') ?? input;
   const output = tokenRate(p.tokenCriteria, 'output') ?? base;
   const reasoning = tokenRate(p.tokenCriteria, 'reasoning');
   const lines = [
-    line('input_tokens', q.input - q.cached, input.rate, input.per, input.source),
+    line('input_tokens', q.input - q.cached - q.cacheWrite, input.rate, input.per, input.source),
     line('cached_input_tokens', q.cached, cached.rate, cached.per, cached.source),
+    line('cache_write_tokens', q.cacheWrite, cacheWrite.rate, cacheWrite.per, cacheWrite.source),
   ];
   if (reasoning) {
     lines.push(line('output_tokens', q.output - q.reasoning, output.rate, output.per, output.source));
@@ -585,9 +600,15 @@ function formulaQuantity(key: QuantityKey, terms: readonly Term[], q: Quantities
   const has = (k: QuantityKey) => terms.some((t) => t.quantity === k);
   switch (key) {
     case 'input_tokens':
-      return has('cached_input_tokens') ? q.input - q.cached : q.input;
+      return (
+        q.input -
+        (has('cached_input_tokens') ? q.cached : 0) -
+        (has('cache_write_tokens') ? q.cacheWrite : 0)
+      );
     case 'cached_input_tokens':
       return q.cached;
+    case 'cache_write_tokens':
+      return q.cacheWrite;
     case 'output_tokens':
       return has('reasoning_tokens') ? q.output - q.reasoning : q.output;
     case 'reasoning_tokens':

@@ -49,6 +49,7 @@ models:
       criterias:
         - { field: token_type, operator: '==', value: input, billable_price: 3 }
         - { field: token_type, operator: '==', value: cached_input, billable_price: 0.3 }
+        - { field: token_type, operator: '==', value: cache_write, billable_price: 3.75 }
         - { field: token_type, operator: '==', value: output, billable_price: 15 }
     routes: [{ provider: claude, model: claude-upstream }]
     defaults: { max_tokens: 64 }
@@ -630,14 +631,15 @@ describe('sampling parameters through Anthropic', () => {
 });
 
 describe('prompt cache usage through Anthropic', () => {
-  it('reports cache reads as cached_tokens and meters a streamed call like a non-streamed one', async () => {
+  it('reports cache reads and writes, prices writes at cache_write, and meters a stream like a non-stream', async () => {
     fake.setBehavior({ cacheReadTokens: 2000, cacheCreationTokens: 100 });
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Cached question' }];
     const plain = await client.chat.completions.create({ model: MODEL, messages });
+    assertOpenAISchema('CreateChatCompletionResponse', plain);
     // Input 2 words + 2000 read + 100 written.
     expect(plain.usage).toMatchObject({
       prompt_tokens: 2102,
-      prompt_tokens_details: { cached_tokens: 2000 },
+      prompt_tokens_details: { cached_tokens: 2000, cache_write_tokens: 100 },
     });
 
     const chunks = await streamChunks({ messages, stream_options: { include_usage: true } });
@@ -656,9 +658,10 @@ describe('prompt cache usage through Anthropic', () => {
         output_tokens: plain.usage?.completion_tokens,
       });
     }
-    // Cache writes are billed as input: (2102 − 2000) × 3 + 2000 × 0.3 + output × 15, per million.
+    // Cache writes at their own rate: 2 × 3 + 2000 × 0.3 + 100 × 3.75 + output × 15, per million.
     const output = plain.usage?.completion_tokens ?? 0;
-    expect(a?.cost).toBeCloseTo((102 * 3 + 2000 * 0.3 + output * 15) / 1e6, 10);
+    expect(output).toBeGreaterThan(0);
+    expect(a?.cost).toBeCloseTo((2 * 3 + 2000 * 0.3 + 100 * 3.75 + output * 15) / 1e6, 10);
     expect(b?.cost).toBe(a?.cost);
   });
 });

@@ -721,3 +721,142 @@ describe('roundTo fast path', () => {
     expect(checked).toBeGreaterThan(400_000);
   });
 });
+
+describe('cache writes (cacheWriteInputTokens)', () => {
+  const tokenType = (value: string, price: number) => ({
+    field: 'token_type',
+    operator: '==',
+    value,
+    billable_price: price,
+    unit: 'million_token',
+  });
+  const anthropicLike = {
+    amount: 0,
+    currency: 'USD',
+    unit: 'million_token',
+    criterias: [
+      tokenType('input', 3),
+      tokenType('cached_input', 0.3),
+      tokenType('cache_write', 3.75),
+      tokenType('output', 15),
+    ],
+  };
+
+  it('prices cache writes at the cache_write rate, apart from reads and plain input', () => {
+    const usage = {
+      inputTokens: 10_000,
+      cachedInputTokens: 6_000,
+      cacheWriteInputTokens: 3_000,
+      outputTokens: 500,
+    };
+    // plain 1,000 × 3/1M = 0.003; read 6,000 × 0.3/1M = 0.0018; written 3,000 × 3.75/1M = 0.01125;
+    // output 500 × 15/1M = 0.0075
+    const out = computeCost(anthropicLike, usage);
+    expect(out.cost).toBeCloseTo(0.003 + 0.0018 + 0.01125 + 0.0075, 12);
+    expect(out.lines.find((l) => l.item === 'cache_write_tokens')).toEqual({
+      item: 'cache_write_tokens',
+      quantity: 3000,
+      rate: 3.75,
+      per: M,
+      cost: (3000 * 3.75) / M,
+      source: 'criterias[2]',
+    });
+    expect(out.lines.find((l) => l.item === 'input_tokens')?.quantity).toBe(1000);
+  });
+
+  it('prices cache writes at the input rate when the pricing gives no cache_write rate', () => {
+    const pricing = { ...anthropicLike, criterias: [tokenType('input', 3), tokenType('output', 15)] };
+    // no cached_input or cache_write rate: all 10,000 input tokens at 3/1M = 0.03; output 500 × 15/1M
+    const usage = {
+      inputTokens: 10_000,
+      cachedInputTokens: 6_000,
+      cacheWriteInputTokens: 3_000,
+      outputTokens: 500,
+    };
+    expect(cost(pricing, usage)).toBeCloseTo(0.03 + 0.0075, 12);
+    // and at the base amount when there is no input rate either
+    expect(cost({ amount: 2, currency: 'USD', unit: 'million_token' }, usage)).toBeCloseTo(
+      (10_500 * 2) / M,
+      12,
+    );
+  });
+
+  it('clamps cache writes to the input the cache reads leave', () => {
+    // 1,000 input, 800 read, 5,000 "written": only 200 can be writes, none plain input
+    const out = computeCost(anthropicLike, {
+      inputTokens: 1000,
+      cachedInputTokens: 800,
+      cacheWriteInputTokens: 5000,
+    });
+    expect(out.cost).toBeCloseTo((800 * 0.3 + 200 * 3.75) / M, 12);
+    expect(out.lines.map((l) => [l.item, l.quantity])).toEqual([
+      ['cached_input_tokens', 800],
+      ['cache_write_tokens', 200],
+    ]);
+  });
+
+  it('accepts cache_write as a token type and still rejects unknown ones', () => {
+    expect(validatePricing(anthropicLike)).toBeUndefined();
+    expect(validatePricing({ ...anthropicLike, criterias: [tokenType('cache_creation', 1)] })).toMatch(
+      /cache_write/,
+    );
+  });
+
+  it('keeps cache writes a subset of input in a formula with a cache_write_tokens term', () => {
+    const pricing = {
+      amount: 0,
+      currency: 'USD',
+      unit: 'million_token',
+      formula: {
+        type: 'linear',
+        variables: { in: 1, cached: 0.1, write: 1.25, out: 2 },
+        terms: [
+          { token_type: 'input', quantity_key: 'input_tokens', rate_key: 'in' },
+          { token_type: 'cached_input', quantity_key: 'cached_input_tokens', rate_key: 'cached' },
+          { token_type: 'cache_write', quantity_key: 'cache_write_tokens', rate_key: 'write' },
+          { token_type: 'output', quantity_key: 'output_tokens', rate_key: 'out' },
+        ],
+      },
+    };
+    const usage = {
+      inputTokens: 10_000,
+      cachedInputTokens: 6_000,
+      cacheWriteInputTokens: 3_000,
+      outputTokens: 1000,
+    };
+    // plain 1,000 × 1 + read 6,000 × 0.1 + written 3,000 × 1.25 + output 1,000 × 2, per million
+    expect(cost(pricing, usage)).toBeCloseTo((1000 + 600 + 3750 + 2000) / M, 12);
+  });
+
+  it('counts cache writes in a formula input_tokens term when the formula has no cache_write_tokens term', () => {
+    const pricing = {
+      amount: 0,
+      currency: 'USD',
+      unit: 'million_token',
+      formula: {
+        type: 'linear',
+        variables: { in: 1, cached: 0.1 },
+        terms: [
+          { token_type: 'input', quantity_key: 'input_tokens', rate_key: 'in' },
+          { token_type: 'cached_input', quantity_key: 'cached_input_tokens', rate_key: 'cached' },
+        ],
+      },
+    };
+    // the 3,000 written stay in input_tokens: (10,000 − 6,000) × 1 + 6,000 × 0.1, per million
+    const usage = { inputTokens: 10_000, cachedInputTokens: 6_000, cacheWriteInputTokens: 3_000 };
+    expect(cost(pricing, usage)).toBeCloseTo((4000 + 600) / M, 12);
+    // with only a cache_write_tokens term, the reads stay in input_tokens: (10,000 − 3,000) × 1 + 3,000 × 2
+    const writesOnly = {
+      ...pricing,
+      formula: {
+        type: 'linear',
+        variables: { in: 1, write: 2 },
+        terms: [
+          { token_type: 'input', quantity_key: 'input_tokens', rate_key: 'in' },
+          { token_type: 'cache_write', quantity_key: 'cache_write_tokens', rate_key: 'write' },
+        ],
+      },
+    };
+    expect(cost(writesOnly, usage)).toBeCloseTo((7000 + 6000) / M, 12);
+  });
+});

@@ -327,7 +327,7 @@ describe('fromAnthropicMessage', () => {
         prompt_tokens: 18,
         completion_tokens: 4,
         total_tokens: 22,
-        prompt_tokens_details: { cached_tokens: 5 },
+        prompt_tokens_details: { cached_tokens: 5, cache_write_tokens: 3 },
       },
     });
   });
@@ -342,7 +342,7 @@ describe('fromAnthropicMessage', () => {
       prompt_tokens: 2,
       completion_tokens: 1,
       total_tokens: 3,
-      prompt_tokens_details: { cached_tokens: 0 },
+      prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     });
     expect((out.choices as JsonObject[])[0]?.finish_reason).toBe('length');
   });
@@ -459,7 +459,7 @@ describe('AnthropicStreamTranslator', () => {
       prompt_tokens: 32,
       completion_tokens: 15,
       total_tokens: 47,
-      prompt_tokens_details: { cached_tokens: 7 },
+      prompt_tokens_details: { cached_tokens: 7, cache_write_tokens: 0 },
     });
   });
 
@@ -479,7 +479,12 @@ describe('AnthropicStreamTranslator', () => {
     ];
     const { chunks } = runStream(events, true);
     expect(((chunks.at(-2)?.choices ?? []) as JsonObject[])[0]?.finish_reason).toBe('length');
-    expect(chunks.at(-1)?.usage).toMatchObject({ prompt_tokens: 32, completion_tokens: 9, total_tokens: 41 });
+    expect(chunks.at(-1)?.usage).toEqual({
+      prompt_tokens: 32,
+      completion_tokens: 9,
+      total_tokens: 41,
+      prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 2 },
+    });
   });
 
   it('emits nothing for ping, content_block_stop, unknown events and non-text deltas', () => {

@@ -202,7 +202,7 @@ describe('fromAnthropicMessage', () => {
 describe('usageOf', () => {
   it.each<[string, JsonObject, JsonObject]>([
     [
-      'cache reads and writes both count as prompt tokens; reads are cached_tokens',
+      'cache reads and writes both count as prompt tokens: reads are cached_tokens, writes cache_write_tokens',
       {
         input_tokens: 21,
         cache_creation_input_tokens: 188086,
@@ -213,7 +213,7 @@ describe('usageOf', () => {
         prompt_tokens: 188107,
         completion_tokens: 393,
         total_tokens: 188500,
-        prompt_tokens_details: { cached_tokens: 0 },
+        prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 188086 },
       },
     ],
     [
@@ -228,7 +228,7 @@ describe('usageOf', () => {
         prompt_tokens: 188107,
         completion_tokens: 393,
         total_tokens: 188500,
-        prompt_tokens_details: { cached_tokens: 188086 },
+        prompt_tokens_details: { cached_tokens: 188086, cache_write_tokens: 0 },
       },
     ],
     [
@@ -244,7 +244,7 @@ describe('usageOf', () => {
         prompt_tokens: 28,
         completion_tokens: 106,
         total_tokens: 134,
-        prompt_tokens_details: { cached_tokens: 0 },
+        prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
         completion_tokens_details: { reasoning_tokens: 67 },
       },
     ],
@@ -255,7 +255,7 @@ describe('usageOf', () => {
         prompt_tokens: 5,
         completion_tokens: 1,
         total_tokens: 6,
-        prompt_tokens_details: { cached_tokens: 0 },
+        prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
       },
     ],
   ])('%s', (_name, usage, expected) => {

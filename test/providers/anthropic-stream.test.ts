@@ -317,7 +317,7 @@ describe('AnthropicStreamTranslator: tools, structured output, thinking', () => 
     expect(finish(chunks)).toEqual([finishReason]);
   });
 
-  it('reports cache reads as cached_tokens and cache writes as prompt tokens in the usage chunk', () => {
+  it('reports cache reads as cached_tokens and cache writes as cache_write_tokens, both in prompt_tokens', () => {
     const chunks = run(
       [
         ev({
@@ -354,7 +354,7 @@ describe('AnthropicStreamTranslator: tools, structured output, thinking', () => 
       prompt_tokens: 2121,
       completion_tokens: 3,
       total_tokens: 2124,
-      prompt_tokens_details: { cached_tokens: 2000 },
+      prompt_tokens_details: { cached_tokens: 2000, cache_write_tokens: 100 },
     });
   });
 });

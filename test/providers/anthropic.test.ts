@@ -213,18 +213,18 @@ describe('AnthropicProvider: JSON answers', () => {
       prompt_tokens: 7,
       completion_tokens: 6,
       total_tokens: 13,
-      prompt_tokens_details: { cached_tokens: 0 },
+      prompt_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
     });
   });
 
-  it('adds cached input to prompt_tokens and reports the cache reads', async () => {
+  it('adds cached input to prompt_tokens and reports the cache reads and writes', async () => {
     fake.setBehavior({ cacheReadTokens: 100, cacheCreationTokens: 20 });
     const out = jsonOf(await provider.chat(chatBody(), ctx()));
     expect(out.usage).toEqual({
       prompt_tokens: 127,
       completion_tokens: 6,
       total_tokens: 133,
-      prompt_tokens_details: { cached_tokens: 100 },
+      prompt_tokens_details: { cached_tokens: 100, cache_write_tokens: 20 },
     });
   });
 
@@ -294,7 +294,7 @@ describe('AnthropicProvider: streams', () => {
       prompt_tokens: 11,
       completion_tokens: 6,
       total_tokens: 17,
-      prompt_tokens_details: { cached_tokens: 4 },
+      prompt_tokens_details: { cached_tokens: 4, cache_write_tokens: 0 },
     });
   });
 
