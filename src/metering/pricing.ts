@@ -599,12 +599,11 @@ function unitLine(unit: Unit, rate: number, source: string, q: Quantities, video
 function formulaQuantity(key: QuantityKey, terms: readonly Term[], q: Quantities, video: boolean): number {
   const has = (k: QuantityKey) => terms.some((t) => t.quantity === k);
   switch (key) {
-    case 'input_tokens':
-      return (
-        q.input -
-        (has('cached_input_tokens') ? q.cached : 0) -
-        (has('cache_write_tokens') ? q.cacheWrite : 0)
-      );
+    case 'input_tokens': {
+      const read = has('cached_input_tokens') ? q.cached : 0;
+      const written = has('cache_write_tokens') ? q.cacheWrite : 0;
+      return q.input - read - written;
+    }
     case 'cached_input_tokens':
       return q.cached;
     case 'cache_write_tokens':
