@@ -112,6 +112,7 @@ export class Ticket {
       error_id: this.request.errorId ?? (this.streamFailed ? 'UPSTREAM_ERROR' : null),
       input_tokens: used.inputTokens,
       cached_input_tokens: used.cachedInputTokens,
+      cache_write_input_tokens: used.cacheWriteInputTokens,
       output_tokens: used.outputTokens,
       media_units: null,
       cost: cost.cost,

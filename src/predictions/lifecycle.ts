@@ -260,6 +260,7 @@ function usageRecordOf(record: PredictionRecord, bill: Bill): UsageRecord {
     error_id: record.status === 'failed' ? 'PREDICTION_FAILED' : null,
     input_tokens: 0,
     cached_input_tokens: 0,
+    cache_write_input_tokens: 0,
     output_tokens: 0,
     media_units: bill.units,
     cost: bill.cost,

@@ -1,23 +1,29 @@
 import { dirname, join } from 'node:path';
 import { CREDIT_SCHEMA } from './credits-sqlite.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
-import { USAGE_COLUMNS, USAGE_SCHEMA } from './sqlite-sink.js';
+import { ensureUsageSchema, USAGE_COLUMNS } from './sqlite-sink.js';
 
 /**
- * The tables of the ledger file, each with the columns carried over from an older store file. `only`
+ * The tables of the ledger file, each with the columns carried over from an older store file (those of
+ * them the older table has: columns added since take their defaults). `only`
  * keeps a re-run from copying a row twice where no unique key does: a grant has no record id.
  */
-const MOVED_TABLES: ReadonlyArray<{ table: string; columns: string; order: string; only?: string }> = [
+const MOVED_TABLES: ReadonlyArray<{
+  table: string;
+  columns: readonly string[];
+  order: string;
+  only?: string;
+}> = [
   {
     table: 'usage_records',
-    columns: USAGE_COLUMNS.join(', '),
+    columns: USAGE_COLUMNS,
     order: 'time, id',
   },
-  { table: 'credit_balances', columns: 'account_id, balance_micros, updated_at', order: 'account_id' },
+  { table: 'credit_balances', columns: ['account_id', 'balance_micros', 'updated_at'], order: 'account_id' },
   // Without its integer id: the ledger file numbers the movements itself, in the same order.
   {
     table: 'credit_ledger',
-    columns: 'record_id, account_id, kind, amount_micros, note, time',
+    columns: ['record_id', 'account_id', 'kind', 'amount_micros', 'note', 'time'],
     order: 'id',
     only: `record_id IS NOT NULL OR NOT EXISTS (SELECT 1 FROM ledger.credit_ledger AS l
       WHERE l.account_id = m.account_id AND l.time = m.time AND l.record_id IS NULL AND l.kind = m.kind
@@ -41,7 +47,8 @@ export function ledgerPathFor(storePath: string): string | undefined {
  */
 export function openLedgerFile(path: string, store?: SqliteDatabase): SqliteDatabase {
   const { db } = openDatabase(path);
-  db.exec(USAGE_SCHEMA + CREDIT_SCHEMA);
+  ensureUsageSchema(db);
+  db.exec(CREDIT_SCHEMA);
   if (store) moveLedgerTables(store, path);
   return db;
 }
@@ -68,7 +75,8 @@ export function moveLedgerTables(store: SqliteDatabase, path: string): number {
     store.exec('PRAGMA ledger.synchronous = FULL');
     const copy = store.transaction(() => {
       let copied = 0;
-      for (const { table, columns, order, only } of present) {
+      for (const { table, columns: wanted, order, only } of present) {
+        const columns = columnsOf(store, table, wanted);
         copied += store
           .prepare(
             `INSERT OR IGNORE INTO ledger.${table} (${columns}) SELECT ${columns} FROM main.${table} AS m` +
@@ -87,6 +95,13 @@ export function moveLedgerTables(store: SqliteDatabase, path: string): number {
   } finally {
     store.exec('DETACH DATABASE ledger');
   }
+}
+
+/** The `wanted` columns that the store file's `table` has, as a column list. */
+function columnsOf(db: SqliteDatabase, table: string, wanted: readonly string[]): string {
+  const rows = db.prepare(`PRAGMA main.table_info(${table})`).all() as Array<{ name: string }>;
+  const has = new Set(rows.map((r) => r.name));
+  return wanted.filter((c) => has.has(c)).join(', ');
 }
 
 function tableExists(db: SqliteDatabase, table: string): boolean {

@@ -29,6 +29,8 @@ export interface UsageRecord {
   input_tokens: number;
   /** A subset of input_tokens, not an addition. */
   cached_input_tokens: number;
+  /** Tokens written to the prompt cache: a subset of input_tokens, apart from cached_input_tokens. */
+  cache_write_input_tokens: number;
   output_tokens: number;
   media_units: MediaUnits | null;
   /** In the model's price currency. */
@@ -87,7 +89,12 @@ export function usageRecordProblem(r: UsageRecord): string | undefined {
   if (!OUTCOMES.has(r.outcome)) return `outcome must be one of ${[...OUTCOMES].join(', ')}`;
   if (!Number.isInteger(r.status) || r.status < 0 || r.status > 999) return 'status must be an HTTP status';
   if (r.error_id !== null && !text(r.error_id)) return 'error_id must be a string or null';
-  if (!count(r.input_tokens) || !count(r.cached_input_tokens) || !count(r.output_tokens)) {
+  if (
+    !count(r.input_tokens) ||
+    !count(r.cached_input_tokens) ||
+    !count(r.cache_write_input_tokens) ||
+    !count(r.output_tokens)
+  ) {
     return 'token counts must be non-negative integers';
   }
   if (r.media_units !== null && (!text(r.media_units?.unit) || !amount(r.media_units?.quantity))) {

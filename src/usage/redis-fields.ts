@@ -28,6 +28,8 @@ export function toStreamFields(r: UsageRecord): string[] {
     String(r.input_tokens),
     'cached_input_tokens',
     String(r.cached_input_tokens),
+    'cache_write_input_tokens',
+    String(r.cache_write_input_tokens),
     'output_tokens',
     String(r.output_tokens),
     'cost',
@@ -74,6 +76,8 @@ export function fromStreamFields(fields: readonly string[]): UsageRecord {
     error_id: map.get('error_id') ?? null,
     input_tokens: num('input_tokens'),
     cached_input_tokens: num('cached_input_tokens'),
+    // Entries an older Gantry wrote have no cache writes.
+    cache_write_input_tokens: optional('cache_write_input_tokens') ?? 0,
     output_tokens: num('output_tokens'),
     media_units: mediaUnit === undefined ? null : { unit: mediaUnit, quantity: num('media_quantity') },
     cost: num('cost'),

@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS usage_records (
   credits REAL NOT NULL,
   latency_ms REAL NOT NULL,
   ttft_ms REAL,
-  stream INTEGER NOT NULL
+  stream INTEGER NOT NULL,
+  cache_write_input_tokens INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS usage_records_account_time ON usage_records (account_id, time);
 CREATE INDEX IF NOT EXISTS usage_records_model_time ON usage_records (model, time);
@@ -57,7 +58,27 @@ export const USAGE_COLUMNS = [
   'latency_ms',
   'ttft_ms',
   'stream',
+  'cache_write_input_tokens',
 ] as const;
+
+/** Columns added after the first ledger schema, with their definitions (see ensureUsageSchema). */
+const ADDED_COLUMNS: ReadonlyArray<readonly [string, string]> = [
+  ['cache_write_input_tokens', 'INTEGER NOT NULL DEFAULT 0'],
+];
+
+/**
+ * Creates the usage table, or adds to an existing one the columns a newer Gantry writes (CREATE TABLE IF
+ * NOT EXISTS leaves an older table as it was). Rows written before get the column's default.
+ */
+export function ensureUsageSchema(db: SqliteDatabase): void {
+  db.exec(USAGE_SCHEMA);
+  const have = new Set(
+    (db.prepare('PRAGMA table_info(usage_records)').all() as Array<{ name: string }>).map((c) => c.name),
+  );
+  for (const [name, definition] of ADDED_COLUMNS) {
+    if (!have.has(name)) db.exec(`ALTER TABLE usage_records ADD COLUMN ${name} ${definition}`);
+  }
+}
 
 interface UsageRow {
   id: string;
@@ -81,6 +102,7 @@ interface UsageRow {
   latency_ms: number;
   ttft_ms: number | null;
   stream: number;
+  cache_write_input_tokens: number;
 }
 
 export interface UsageQuery {
@@ -109,7 +131,7 @@ export class SqliteUsageSink implements UsageSink {
   /** `source`: a file path (opened and later closed here) or an open libsql Database (left open). */
   constructor(source: string | SqliteDatabase) {
     ({ db: this.db, owned: this.owned } = openDatabase(source));
-    this.db.exec(USAGE_SCHEMA);
+    ensureUsageSchema(this.db);
     const row = `(${USAGE_COLUMNS.map(() => '?').join(', ')})`;
     const insertInto = `INSERT OR IGNORE INTO usage_records (${USAGE_COLUMNS.join(', ')}) VALUES `;
     this.insert = this.db.prepare(insertInto + row);
@@ -209,6 +231,7 @@ export function pushUsageRow(values: UsageRowValues, r: UsageRecord): void {
     r.latency_ms,
     r.ttft_ms,
     r.stream ? 1 : 0,
+    r.cache_write_input_tokens,
   );
 }
 
@@ -226,6 +249,7 @@ function fromRow(row: UsageRow): UsageRecord {
     error_id: row.error_id,
     input_tokens: row.input_tokens,
     cached_input_tokens: row.cached_input_tokens,
+    cache_write_input_tokens: row.cache_write_input_tokens,
     output_tokens: row.output_tokens,
     media_units: row.media_unit === null ? null : { unit: row.media_unit, quantity: row.media_quantity ?? 0 },
     cost: row.cost,

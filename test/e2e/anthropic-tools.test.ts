@@ -655,6 +655,7 @@ describe('prompt cache usage through Anthropic', () => {
       expect(r).toMatchObject({
         input_tokens: 2102,
         cached_input_tokens: 2000,
+        cache_write_input_tokens: 100,
         output_tokens: plain.usage?.completion_tokens,
       });
     }

@@ -23,6 +23,7 @@ export function makeRecord(overrides: Partial<UsageRecord> = {}): UsageRecord {
     error_id: odd ? null : 'UPSTREAM_ERROR',
     input_tokens: 10 + n,
     cached_input_tokens: odd ? 4 : 0,
+    cache_write_input_tokens: n % 3 === 1 ? 3 : 0,
     output_tokens: odd ? 20 : 0,
     media_units: n % 3 === 0 ? { unit: 'image', quantity: 2.5 } : null,
     cost: 0.000123 * n,

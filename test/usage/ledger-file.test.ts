@@ -3,7 +3,7 @@
  * the usage and credit tables an older Gantry kept in the store file, and a running Gantry on a file
  * store writing its usage and debits there through the ledger thread.
  */
-import { copyFileSync, existsSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
@@ -20,7 +20,7 @@ import { newUsageId } from '../../src/usage/id.js';
 import { ledgerPathFor, moveLedgerTables, openLedgerFile } from '../../src/usage/ledger-file.js';
 import type { UsageRecord } from '../../src/usage/record.js';
 import type { SqliteDatabase } from '../../src/usage/sqlite-db.js';
-import { SqliteUsageSink } from '../../src/usage/sqlite-sink.js';
+import { SqliteUsageSink, USAGE_COLUMNS, USAGE_SCHEMA } from '../../src/usage/sqlite-sink.js';
 import { addKey } from '../helpers/gantry.js';
 import { byId, makeRecord, makeRecords, tempDir } from './fixtures.js';
 
@@ -334,5 +334,56 @@ models:
     closed = true;
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(worker?.threadId).toBe(-1);
+  });
+});
+
+describe('a ledger written before cache_write_input_tokens', () => {
+  const FIRST_SCHEMA = USAGE_SCHEMA.replace(',\n  cache_write_input_tokens INTEGER NOT NULL DEFAULT 0', '');
+  const FIRST_COLUMNS = USAGE_COLUMNS.filter((c) => c !== 'cache_write_input_tokens');
+
+  /** A usage table of the first schema holding one record, as an older Gantry wrote it. */
+  function firstSchemaTable(db: SqliteDatabase, record: UsageRecord): void {
+    expect(FIRST_SCHEMA).not.toContain('cache_write_input_tokens');
+    db.exec(FIRST_SCHEMA);
+    const values = FIRST_COLUMNS.map((c) =>
+      c === 'media_unit' || c === 'media_quantity'
+        ? null
+        : c === 'stream'
+          ? Number(record.stream)
+          : (record[c as keyof UsageRecord] as string | number | null),
+    );
+    db.prepare(
+      `INSERT INTO usage_records (${FIRST_COLUMNS.join(', ')}) VALUES (${FIRST_COLUMNS.map(() => '?').join(', ')})`,
+    ).run(values);
+  }
+
+  it('gets the column on open: older rows read 0 and new rows keep their cache writes', async () => {
+    const dir = dataDir();
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, 'ledger.db');
+    const old = makeRecord({ media_units: null, cache_write_input_tokens: 0 });
+    const raw = new Database(path);
+    firstSchemaTable(raw, old);
+    raw.close();
+
+    const sink = new SqliteUsageSink(path);
+    cleanups.push(() => sink.close());
+    const fresh = makeRecord({ account_id: old.account_id, cache_write_input_tokens: 7 });
+    sink.writeNow([fresh]);
+    expect(byId(sink.list({ accountId: old.account_id }))).toEqual(byId([old, fresh]));
+  });
+
+  it("moves an older store's usage table without the column into the ledger file", () => {
+    const dir = dataDir();
+    const store = new SqliteStore(join(dir, 'gantry.db'));
+    cleanups.push(() => store.close());
+    const old = makeRecord({ media_units: null, cache_write_input_tokens: 0 });
+    firstSchemaTable(store.handle, old);
+    const path = ledgerPathFor(store.path) as string;
+    const db = openLedgerFile(path, store.handle);
+    cleanups.push(() => db.close());
+    expect(ledgerObjects(store.handle)).toEqual([]);
+    const sink = new SqliteUsageSink(db);
+    expect(sink.list({ accountId: old.account_id })).toEqual([old]);
   });
 });
