@@ -96,8 +96,9 @@ export interface PriceOptions {
 
 /** One charge: quantity × rate / per = cost. */
 export interface CostLine {
-  /** What was counted: input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, images,
-   * output_megapixels, seconds, minutes, chunks, predictions, gpu_seconds, or a formula quantity key. */
+  /** What was counted: input_tokens, cached_input_tokens, cache_write_tokens, output_tokens,
+   * reasoning_tokens, images, output_megapixels, seconds, minutes, chunks, predictions, gpu_seconds, or a
+   * formula quantity key. */
   item: string;
   quantity: number;
   /** Price per `per` items, in the model's currency. */

@@ -28,10 +28,16 @@ const USAGE = {
   prompt_tokens: 12,
   completion_tokens: 7,
   total_tokens: 19,
-  prompt_tokens_details: { cached_tokens: 4, audio_tokens: 0 },
+  prompt_tokens_details: { cached_tokens: 4, audio_tokens: 0, cache_write_tokens: 2 },
   completion_tokens_details: { reasoning_tokens: 0 },
 };
-const READ_USAGE = { inputTokens: 12, outputTokens: 7, cachedInputTokens: 4, reported: true };
+const READ_USAGE = {
+  inputTokens: 12,
+  outputTokens: 7,
+  cachedInputTokens: 4,
+  cacheWriteInputTokens: 2,
+  reported: true,
+};
 
 /** The usage chunk an upstream sends last when asked for usage: no choices. */
 function usageChunk(): Json {
@@ -140,10 +146,16 @@ describe('StreamMeter: the usage chunk', () => {
     expect(meter.usage).toEqual(READ_USAGE);
   });
 
-  it('reads zero cached tokens when the upstream gives no details', () => {
+  it('reads zero cached and cache-write tokens when the upstream gives no details', () => {
     const meter = new StreamMeter(false);
     meter.see(ev({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 } }));
-    expect(meter.usage).toEqual({ inputTokens: 3, outputTokens: 5, cachedInputTokens: 0, reported: true });
+    expect(meter.usage).toEqual({
+      inputTokens: 3,
+      outputTokens: 5,
+      cachedInputTokens: 0,
+      cacheWriteInputTokens: 0,
+      reported: true,
+    });
   });
 
   it('reads the usage of a Responses response.completed event, which it passes on', () => {
@@ -160,7 +172,7 @@ describe('StreamMeter: the usage chunk', () => {
           output: [],
           usage: {
             input_tokens: 20,
-            input_tokens_details: { cached_tokens: 3 },
+            input_tokens_details: { cached_tokens: 3, cache_write_tokens: 6 },
             output_tokens: 11,
             output_tokens_details: { reasoning_tokens: 0 },
             total_tokens: 31,
@@ -169,7 +181,13 @@ describe('StreamMeter: the usage chunk', () => {
       }),
     };
     expect(meter.see(event)).toEqual(event);
-    expect(meter.usage).toEqual({ inputTokens: 20, outputTokens: 11, cachedInputTokens: 3, reported: true });
+    expect(meter.usage).toEqual({
+      inputTokens: 20,
+      outputTokens: 11,
+      cachedInputTokens: 3,
+      cacheWriteInputTokens: 6,
+      reported: true,
+    });
   });
 
   it('finds the real usage object after a first "usage" key holding a string', () => {
