@@ -24,7 +24,7 @@ import type { OutputShape } from './cog/outputs.js';
 import { outputSchemaOf, supportsPolling } from './cog/schema.js';
 import { runSync } from './cog/sync.js';
 import { schemasFromCogOpenApi } from './cog-openapi.js';
-import { canceledError, raceAbort } from './shared.js';
+import { canceledError, raceAbort } from './common.js';
 import {
   type BackendConfig,
   type BackendContext,

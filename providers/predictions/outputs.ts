@@ -8,7 +8,7 @@
  * `ConcatenateIterator` output (a language model's token stream) as
  * `{type: array, items: {type: string}, x-cog-array-type: iterator, x-cog-array-display: concatenate}`.
  */
-import { dataUriFile, isHttpUrl, isObject } from './shared.js';
+import { dataUriFile, isHttpUrl, isObject } from './common.js';
 import {
   BackendError,
   type FileOutput,

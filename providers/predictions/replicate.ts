@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { LinkedAbort } from '../abort.js';
 import { OutputPieces, shapeOutput } from './outputs.js';
-import { canceledError, isObject, LogProgress, raceAbort } from './shared.js';
+import { canceledError, isObject, LogProgress, raceAbort } from './common.js';
 import {
   type BackendConfig,
   type BackendContext,

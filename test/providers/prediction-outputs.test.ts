@@ -15,7 +15,7 @@ import {
   extensionFor,
   lastPercentage,
   parseDataUri,
-} from '../../providers/predictions/shared.js';
+} from '../../providers/predictions/common.js';
 import { BackendError, type BackendEvents } from '../../providers/predictions/types.js';
 import { withLinks } from '../../src/predictions/serialize.js';
 import { waitFor } from '../helpers/wait.js';

@@ -5,7 +5,7 @@ import {
   ReplicateBackend,
   takePartnerKey,
 } from '../../providers/predictions/replicate.js';
-import { lastPercentage } from '../../providers/predictions/shared.js';
+import { lastPercentage } from '../../providers/predictions/common.js';
 import {
   type BackendConfig,
   type BackendContext,

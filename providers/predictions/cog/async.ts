@@ -7,7 +7,7 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LinkedAbort } from '../../abort.js';
 import { OutputPieces } from '../outputs.js';
-import { canceledError, LogProgress } from '../shared.js';
+import { canceledError, LogProgress } from '../common.js';
 import {
   type BackendContext,
   BackendError,

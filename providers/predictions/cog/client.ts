@@ -3,7 +3,7 @@
  * the cached /openapi.json and best-effort cancels. Cog's protocol itself is described in ../cog.ts.
  */
 import { type Dispatcher, Pool } from 'undici';
-import { isObject } from '../shared.js';
+import { isObject } from '../common.js';
 import { BackendError, type JsonObject } from '../types.js';
 
 export type CogStatus = 'starting' | 'processing' | 'succeeded' | 'failed' | 'canceled';

@@ -1,6 +1,6 @@
 /** What a Cog server's /openapi.json tells a run: the Output schema and whether predictions can be polled. */
 import { schemasFromCogOpenApi } from '../cog-openapi.js';
-import { isObject } from '../shared.js';
+import { isObject } from '../common.js';
 import type { JsonObject } from '../types.js';
 
 /** The Output schema with its `$ref`s inlined; undefined when the document has none usable. */

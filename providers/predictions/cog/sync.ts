@@ -5,7 +5,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LinkedAbort } from '../../abort.js';
-import { canceledError, LogProgress } from '../shared.js';
+import { canceledError, LogProgress } from '../common.js';
 import type { BackendContext, BackendError, BackendJob, BackendResult } from '../types.js';
 import { asPrediction, type CogAnswer, type CogClient, startedNothing, timeoutError } from './client.js';
 import { finalResult, type OutputShape } from './outputs.js';
