@@ -14,8 +14,8 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { LinkedAbort } from '../abort.js';
-import { OutputPieces, shapeOutput } from './outputs.js';
 import { canceledError, isObject, LogProgress, raceAbort } from './common.js';
+import { OutputPieces, shapeOutput } from './outputs.js';
 import {
   type BackendConfig,
   type BackendContext,

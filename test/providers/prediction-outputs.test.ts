@@ -4,18 +4,18 @@ import { describe, expect, it } from 'vitest';
 import { CogClient, MAX_REPLY_BYTES } from '../../providers/predictions/cog/client.js';
 import { schemasFromCogOpenApi } from '../../providers/predictions/cog-openapi.js';
 import {
+  dataUriFile,
+  extensionFor,
+  lastPercentage,
+  parseDataUri,
+} from '../../providers/predictions/common.js';
+import {
   isConcatenatedText,
   MAX_OUTPUT_DEPTH,
   MAX_OUTPUT_FILES,
   shapeOutput,
 } from '../../providers/predictions/outputs.js';
 import { MAX_ANSWER_BYTES, ReplicateBackend } from '../../providers/predictions/replicate.js';
-import {
-  dataUriFile,
-  extensionFor,
-  lastPercentage,
-  parseDataUri,
-} from '../../providers/predictions/common.js';
 import { BackendError, type BackendEvents } from '../../providers/predictions/types.js';
 import { withLinks } from '../../src/predictions/serialize.js';
 import { waitFor } from '../helpers/wait.js';

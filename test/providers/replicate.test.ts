@@ -1,11 +1,11 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { lastPercentage } from '../../providers/predictions/common.js';
 import {
   parseModel,
   partnerKeyFields,
   ReplicateBackend,
   takePartnerKey,
 } from '../../providers/predictions/replicate.js';
-import { lastPercentage } from '../../providers/predictions/common.js';
 import {
   type BackendConfig,
   type BackendContext,

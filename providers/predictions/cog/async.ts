@@ -6,8 +6,8 @@
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { LinkedAbort } from '../../abort.js';
-import { OutputPieces } from '../outputs.js';
 import { canceledError, LogProgress } from '../common.js';
+import { OutputPieces } from '../outputs.js';
 import {
   type BackendContext,
   BackendError,
