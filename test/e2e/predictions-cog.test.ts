@@ -591,7 +591,7 @@ describe('Cog provider, async mode (webhooks back to Gantry through its public_u
 });
 
 // ---------------------------------------------------------------------------------------------------
-// Outputs keep the shape the model produced (issue 13, "Outputs")
+// Outputs keep the shape the model produced (README, Predictions: outputs)
 // ---------------------------------------------------------------------------------------------------
 
 /** A pydantic BaseModel output (`class Output(BaseModel)`): files beside plain values. */

@@ -106,44 +106,11 @@ export interface ClientsRig {
   close(): Promise<void>;
 }
 
-/**
- * The Anthropic fake's tool_use answers, as the fake on the Anthropic adapter's branch scripts them
- * (helper A): `toolCalls` calls the given tools; `toolInput` is the input of the tool a forced
- * tool_choice names (how structured output reaches Anthropic), whatever that tool is called. Typed
- * loosely here so this file compiles before that fake is merged; this is the one place that names them.
- */
-type AnthropicToolScript = FakeAnthropicBehavior & {
-  thinking?: string;
-  toolCalls?: { name: string; input: Record<string, unknown> }[];
-  toolInput?: Record<string, unknown>;
-};
-
-function anthropicToolCalls(
-  calls: { name: string; input: Record<string, unknown> }[],
-): FakeAnthropicBehavior {
-  const behavior: AnthropicToolScript = { toolCalls: calls };
-  return behavior;
-}
-
-function anthropicForcedToolInput(input: Record<string, unknown>): FakeAnthropicBehavior {
-  const behavior: AnthropicToolScript = { toolInput: input };
-  return behavior;
-}
-
-/**
- * The OpenAI fake's parallel tool calls, as the fake on the Responses bridge's branch scripts them
- * (helper B: `toolCalls`); typed loosely for the same reason as above.
- */
-function openAIToolCalls(calls: { name: string; arguments: string }[]): FakeBehavior {
-  const behavior: FakeBehavior & { toolCalls?: { name: string; arguments: string }[] } = { toolCalls: calls };
-  return behavior;
-}
-
 export async function startClientsRig(): Promise<ClientsRig> {
   const openai = await startFakeOpenAI();
   const anthropic = await startFakeAnthropic({ apiKey: ANTHROPIC_KEY });
   // The Anthropic model sets no defaults.max_tokens: the clients send no output limit, and Gantry must
-  // fill one (issue 12) for Anthropic to take the call.
+  // fill one (README, "Output limit") for Anthropic to take the call.
   const gantry = await startGantry(
     `
 providers:
@@ -221,25 +188,23 @@ models:
     anthropic,
     fetch: recordingFetch,
     scriptToolCall(l, name, args) {
-      if (l.kind === 'anthropic') anthropic.enqueue(anthropicToolCalls([{ name, input: args }]));
+      if (l.kind === 'anthropic') anthropic.enqueue({ toolCalls: [{ name, input: args }] });
       else if (l.scripted) openai.enqueue({ toolCall: { name, arguments: JSON.stringify(args) } });
     },
     scriptToolCalls(l, calls) {
       if (l.kind === 'anthropic') {
-        anthropic.enqueue(anthropicToolCalls(calls.map((c) => ({ name: c.name, input: c.args }))));
+        anthropic.enqueue({ toolCalls: calls.map((c) => ({ name: c.name, input: c.args })) });
       } else if (l.scripted) {
-        openai.enqueue(
-          openAIToolCalls(calls.map((c) => ({ name: c.name, arguments: JSON.stringify(c.args) }))),
-        );
+        openai.enqueue({
+          toolCalls: calls.map((c) => ({ name: c.name, arguments: JSON.stringify(c.args) })),
+        });
       }
     },
     scriptReasoning(l, reasoning, text) {
       if (l.kind === 'anthropic') {
-        const behavior: AnthropicToolScript = { thinking: reasoning, reply: text };
-        anthropic.enqueue(behavior);
+        anthropic.enqueue({ thinking: reasoning, reply: text });
       } else if (l.scripted) {
-        const behavior: FakeBehavior & { reasoning?: string } = { reasoning, reply: text };
-        openai.enqueue(behavior);
+        openai.enqueue({ reasoning, reply: text });
       }
     },
     scriptText(l, text) {
@@ -247,7 +212,7 @@ models:
       else if (l.scripted) openai.enqueue({ reply: text });
     },
     scriptObject(l, value) {
-      if (l.kind === 'anthropic') anthropic.enqueue(anthropicForcedToolInput(value));
+      if (l.kind === 'anthropic') anthropic.enqueue({ toolInput: value });
       else if (l.scripted) openai.enqueue({ reply: JSON.stringify(value) });
     },
     async checkWire() {

@@ -1,5 +1,5 @@
 /**
- * The input rules that make Gantry accept what Python Cog accepts (issue 13, "Inputs"), one class per
+ * The input rules that make Gantry accept what Python Cog accepts (README, Predictions: inputs), one class per
  * block: pydantic's conversions, defaults never checked against their own schema, old Cog spellings and
  * repairs, unknown inputs, bounds, and the Prefer / Cancel-After headers. The whole-gateway view is in
  * inputs-e2e.test.ts and cog-corpus.test.ts.

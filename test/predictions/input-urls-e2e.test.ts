@@ -1,5 +1,5 @@
 /**
- * URL file inputs end to end (issue 13, "file inputs given as data: URIs or URLs, size-limited"): a real
+ * URL file inputs end to end (README, Predictions: file inputs): a real
  * Gantry in front of the fake Cog server, with a file host on 127.0.0.1 (so
  * `predictions.webhooks.allow_private` is on, or the guard would refuse it). Gantry fetches the URL and
  * the backend receives a data: URI; a file over `max_input_file_bytes` fails the prediction without a

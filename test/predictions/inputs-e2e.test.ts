@@ -1,5 +1,5 @@
 /**
- * Prediction inputs end to end (issue 13, "Inputs"): a real Gantry in front of the fake Cog server
+ * Prediction inputs end to end (README, Predictions: inputs): a real Gantry in front of the fake Cog server
  * (test/helpers/fake-cog.ts), through the HTTP API.
  *
  * - A model whose input schema cannot compile is offline with its reason (GET /v1/models/{slug}
