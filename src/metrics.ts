@@ -73,7 +73,7 @@ export class Metrics {
 
   readonly tokens = new Counter({
     name: 'gantry_tokens_total',
-    help: 'Tokens processed, by direction (input, output, cached_input)',
+    help: 'Tokens processed, by direction (input, output, cached_input, cache_write)',
     labelNames: ['model', 'provider', 'direction'] as const,
     registers: [this.registry],
   });
@@ -254,6 +254,7 @@ export class Metrics {
         tokensIn: counterChild(this.tokens, { model, provider, direction: 'input' }),
         tokensOut: counterChild(this.tokens, { model, provider, direction: 'output' }),
         tokensCached: counterChild(this.tokens, { model, provider, direction: 'cached_input' }),
+        tokensCacheWrite: counterChild(this.tokens, { model, provider, direction: 'cache_write' }),
       };
       this.inferenceChildren.set(key, c);
     }
@@ -268,6 +269,7 @@ export class Metrics {
       c.tokensOut.inc(done.outputTokens);
     }
     if (done.cachedInputTokens > 0) c.tokensCached.inc(done.cachedInputTokens);
+    if (done.cacheWriteInputTokens > 0) c.tokensCacheWrite.inc(done.cacheWriteInputTokens);
   }
 }
 
@@ -284,6 +286,7 @@ interface InferenceChildren {
   tokensIn: CountChild;
   tokensOut: CountChild;
   tokensCached: CountChild;
+  tokensCacheWrite: CountChild;
 }
 
 export interface InferenceFacts {
@@ -292,4 +295,6 @@ export interface InferenceFacts {
   inputTokens: number;
   outputTokens: number;
   cachedInputTokens: number;
+  /** Input tokens written to the provider's prompt cache (part of inputTokens, as cached ones are). */
+  cacheWriteInputTokens: number;
 }

@@ -132,6 +132,7 @@ export class Ticket {
       inputTokens: used.inputTokens,
       outputTokens: used.outputTokens,
       cachedInputTokens: used.cachedInputTokens,
+      cacheWriteInputTokens: used.cacheWriteInputTokens,
     });
   }
 

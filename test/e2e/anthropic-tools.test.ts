@@ -664,5 +664,16 @@ describe('prompt cache usage through Anthropic', () => {
     expect(output).toBeGreaterThan(0);
     expect(a?.cost).toBeCloseTo((2 * 3 + 2000 * 0.3 + 100 * 3.75 + output * 15) / 1e6, 10);
     expect(b?.cost).toBe(a?.cost);
+    // Both calls' cache writes are counted for operators too.
+    const exposition = await gantry.gantry.services.metrics.registry.metrics();
+    const line = exposition
+      .split('\n')
+      .find(
+        (l) =>
+          l.startsWith('gantry_tokens_total{') &&
+          l.includes(`model="${MODEL}"`) &&
+          l.includes('direction="cache_write"'),
+      );
+    expect(Number(line?.split(' ').at(-1))).toBe(200);
   });
 });
