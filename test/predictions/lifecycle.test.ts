@@ -8,20 +8,16 @@
  * recorders here: what is under test is the store's conditional write and who runs the side effects.
  */
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
-import Database from 'libsql';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { MemoryEventBus } from '../../src/predictions/bus-memory.js';
 import type { PredictionDeps } from '../../src/predictions/context.js';
 import { finish } from '../../src/predictions/lifecycle.js';
 import { MemoryJobQueue } from '../../src/predictions/queue-memory.js';
 import { requeue } from '../../src/predictions/setup.js';
-import { RedisPredictionStore } from '../../src/predictions/store-redis.js';
-import { SqlitePredictionStore } from '../../src/predictions/store-sqlite.js';
 import type { BusMessage, JobInfo, PredictionStore } from '../../src/predictions/types.js';
 import { PredictionWorker } from '../../src/predictions/worker.js';
 import { predictionRecord } from '../helpers/prediction-record.js';
-import { describeRedis, redisServerAvailable, startRedis, type TestRedis } from '../helpers/redis.js';
+import { redisStores, type StoreImplementation, sqliteStores } from '../helpers/prediction-stores.js';
 import { until } from '../helpers/wait.js';
 
 interface Harness {
@@ -78,52 +74,7 @@ function withWriteAfterRead(store: PredictionStore, id: string, write: () => Pro
   });
 }
 
-interface Implementation {
-  name: string;
-  describe: (name: string, body: () => void) => void;
-  create(): Promise<PredictionStore>;
-}
-
-function sqlite(): Implementation {
-  const dbs: Array<InstanceType<typeof Database>> = [];
-  afterAll(() => {
-    for (const db of dbs) db.close();
-  });
-  return {
-    name: 'SqlitePredictionStore',
-    describe,
-    async create() {
-      const db = new Database(':memory:');
-      dbs.push(db);
-      return new SqlitePredictionStore(db);
-    },
-  };
-}
-
-function redis(): Implementation {
-  let server: TestRedis | undefined;
-  let client: Redis | undefined;
-  if (redisServerAvailable) {
-    beforeAll(async () => {
-      server = await startRedis();
-      client = new Redis(server.url);
-    });
-    afterAll(async () => {
-      await client?.quit();
-      await server?.close();
-    });
-  }
-  return {
-    name: 'RedisPredictionStore',
-    describe: describeRedis,
-    async create() {
-      if (!client) throw new Error('redis-server not started');
-      return new RedisPredictionStore(client, { prefix: `test:${randomUUID()}:` });
-    },
-  };
-}
-
-function contract(impl: Implementation): void {
+function contract(impl: StoreImplementation): void {
   let open: PredictionStore | undefined;
   let queue: MemoryJobQueue | undefined;
   afterEach(async () => {
@@ -236,5 +187,5 @@ function contract(impl: Implementation): void {
   });
 }
 
-const implementations = [sqlite(), redis()];
+const implementations = [sqliteStores(), redisStores()];
 for (const impl of implementations) impl.describe(impl.name, () => contract(impl));

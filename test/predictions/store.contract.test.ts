@@ -1,9 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { type Command, Redis } from 'ioredis';
-import Database from 'libsql';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Command } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
 import { RedisPredictionStore } from '../../src/predictions/store-redis.js';
-import { SqlitePredictionStore } from '../../src/predictions/store-sqlite.js';
 import type {
   DeliveryRecord,
   PredictionRecord,
@@ -11,59 +9,8 @@ import type {
   PredictionStore,
 } from '../../src/predictions/types.js';
 import { predictionRecord } from '../helpers/prediction-record.js';
-import { describeRedis, redisServerAvailable, startRedis, type TestRedis } from '../helpers/redis.js';
-
-/** A way to make fresh, isolated stores of one implementation. */
-interface Implementation {
-  name: string;
-  /** `describe`, or `describeRedis` for implementations that need redis-server. */
-  describe: (name: string, body: () => void) => void;
-  create(): Promise<PredictionStore>;
-}
-
-function sqlite(): Implementation {
-  const dbs: Array<InstanceType<typeof Database>> = [];
-  afterAll(() => {
-    for (const db of dbs) db.close();
-  });
-  return {
-    name: 'SqlitePredictionStore',
-    describe,
-    async create() {
-      const db = new Database(':memory:');
-      dbs.push(db);
-      return new SqlitePredictionStore(db);
-    },
-  };
-}
-
-/** One redis-server for the suite; each store gets its own key prefix. */
-function redis(): Implementation & { client(): Redis } {
-  let server: TestRedis | undefined;
-  let client: Redis | undefined;
-  if (redisServerAvailable) {
-    beforeAll(async () => {
-      server = await startRedis();
-      client = new Redis(server.url);
-    });
-    afterAll(async () => {
-      await client?.quit();
-      await server?.close();
-    });
-  }
-  return {
-    name: 'RedisPredictionStore',
-    describe: describeRedis,
-    client() {
-      if (!client) throw new Error('redis-server not started');
-      return client;
-    },
-    async create() {
-      if (!client) throw new Error('redis-server not started');
-      return new RedisPredictionStore(client, { prefix: `test:${randomUUID()}:` });
-    },
-  };
-}
+import { redisStores, type StoreImplementation, sqliteStores } from '../helpers/prediction-stores.js';
+import { describeRedis } from '../helpers/redis.js';
 
 let counter = 0;
 
@@ -97,7 +44,7 @@ function delivery(
 const TERMINAL: readonly PredictionStatus[] = ['succeeded', 'failed', 'canceled'];
 
 /** The same behaviour, whichever store holds the predictions. */
-function contract(impl: Implementation): void {
+function contract(impl: StoreImplementation): void {
   let store: PredictionStore | undefined;
   afterEach(async () => {
     await store?.close();
@@ -645,8 +592,8 @@ function contract(impl: Implementation): void {
   });
 }
 
-const redisImpl = redis();
-const implementations: Implementation[] = [sqlite(), redisImpl];
+const redisImpl = redisStores();
+const implementations: StoreImplementation[] = [sqliteStores(), redisImpl];
 
 for (const impl of implementations) {
   impl.describe(`PredictionStore contract: ${impl.name}`, () => contract(impl));
