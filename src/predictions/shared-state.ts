@@ -12,7 +12,7 @@
  *   folder. An S3 bucket is shared by configuration: not checked.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 
@@ -27,14 +27,19 @@ export function secretFingerprint(secret: Buffer): string {
 }
 
 /** The id in files_dir's marker file, written (with a new id) when there is none yet. */
-function markerId(filesDir: string): string {
+export function markerId(filesDir: string): string {
   const path = join(filesDir, MARKER_FILE);
   mkdirSync(filesDir, { recursive: true });
+  // Written whole under a private name, then linked into place: link() fails if the marker exists, so
+  // of two instances creating it at once on a shared folder one wins, and neither can read it half written.
+  const draft = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  writeFileSync(draft, `${randomBytes(16).toString('hex')}\n`);
   try {
-    // 'wx': of two instances creating it at once on a shared folder, one writes and both read its id.
-    writeFileSync(path, `${randomBytes(16).toString('hex')}\n`, { flag: 'wx' });
+    linkSync(draft, path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    rmSync(draft, { force: true });
   }
   return readFileSync(path, 'utf8').trim();
 }

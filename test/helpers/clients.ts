@@ -16,8 +16,8 @@
  * result, an object that matches the schema. Where the kind is scripted the exact values are checked too.
  */
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
-import { type FakeAnthropic, type FakeAnthropicBehavior, startFakeAnthropic } from './fake-anthropic.js';
-import { type FakeBehavior, type FakeOpenAI, startFakeOpenAI } from './fake-openai.js';
+import { type FakeAnthropic, startFakeAnthropic } from './fake-anthropic.js';
+import { type FakeOpenAI, startFakeOpenAI } from './fake-openai.js';
 import { startGantry, type TestGantry } from './gantry.js';
 import { assertOpenAISchema } from './openapi.js';
 import { parseSse } from './sse-events.js';
