@@ -27,6 +27,8 @@ import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerPredictionRoutes } from './routes/predictions.js';
 import { registerResponsesRoutes } from './routes/responses.js';
+import type { Safety } from './safety/engine.js';
+import { buildClassifiers } from './safety/registry.js';
 import { createServices } from './services.js';
 import type { SqliteStore } from './store/sqlite.js';
 
@@ -93,6 +95,11 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     ...(options.processMetrics === undefined ? {} : { processMetrics: options.processMetrics }),
   });
   const catalog = new Catalog(config.models, Math.floor(Date.now() / 1000));
+  const safety: Safety = {
+    table: config.safety.table,
+    classifiers: buildClassifiers(config.safety.classifiers),
+    streamWindowChars: config.safety.streamWindowChars,
+  };
   const predictions = createPredictions({
     config,
     store,
@@ -111,6 +118,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     providers,
     auth: new Authenticator(store),
     predictions,
+    safety,
   };
   const metrics = gantry.services.metrics;
 

@@ -3,6 +3,7 @@ import type { Authenticator } from './auth/authenticate.js';
 import type { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
 import type { Predictions } from './predictions/setup.js';
+import type { Safety } from './safety/engine.js';
 import type { Services } from './services.js';
 import type { SqliteStore } from './store/sqlite.js';
 
@@ -18,4 +19,6 @@ export interface Gantry {
   providers: ReadonlyMap<string, InferenceProvider>;
   auth: Authenticator;
   predictions: Predictions;
+  /** Safety policies and classifiers (README, "Safety"). */
+  safety: Safety;
 }

@@ -86,6 +86,15 @@ const catalog = {
     type: 'invalid_request_error',
     message: 'The requested range is not satisfiable',
   },
+  /**
+   * A prompt (or prediction input) the content policy blocks. The spec lists it under 422; inference
+   * answers it with 400 and code `content_filter`, as Azure OpenAI and OpenAI do (README, "Safety").
+   */
+  CONTENT_POLICY_VIOLATION: {
+    status: 422,
+    type: 'invalid_request_error',
+    message: 'The request was filtered by the content policy',
+  },
   UNPROCESSABLE_ENTITY: { status: 422, type: 'invalid_request_error', message: 'Unprocessable request' },
   VALIDATION_ERROR: { status: 422, type: 'invalid_request_error', message: 'Validation failed' },
   MODEL_NOT_SUPPORTED: {
@@ -141,6 +150,8 @@ export interface GantryErrorOptions {
   code?: string | null;
   headers?: Record<string, string>;
   cause?: unknown;
+  /** Azure's `innererror` (a filtered prompt's content filter results), sent in the inference envelope. */
+  innererror?: Record<string, unknown>;
 }
 
 export class GantryError extends Error {
@@ -152,6 +163,7 @@ export class GantryError extends Error {
   readonly headers: Record<string, string> | undefined;
   /** OpenAI's `code`, in both envelopes. */
   readonly code: string | null;
+  readonly innererror: Record<string, unknown> | undefined;
 
   constructor(errorId: ErrorId, options: GantryErrorOptions = {}) {
     const entry: CatalogEntry = catalog[errorId];
@@ -164,6 +176,7 @@ export class GantryError extends Error {
     this.param = options.param ?? null;
     this.headers = options.headers;
     this.code = options.code === undefined ? errorId.toLowerCase() : options.code;
+    this.innererror = options.innererror;
   }
 }
 
@@ -205,6 +218,7 @@ export function inferenceEnvelope(err: GantryError): Record<string, unknown> {
       error_id: err.errorId,
       details: err.details,
       http_status: err.status,
+      ...(err.innererror === undefined ? {} : { innererror: err.innererror }),
     },
   };
 }

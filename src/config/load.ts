@@ -6,6 +6,7 @@ import { parseDocument } from 'yaml';
 import type { ProviderConfig, ProviderTimeouts } from '../../providers/types.js';
 import { MIN_KEY_LENGTH } from '../auth/keys.js';
 import { validatePricing } from '../metering/pricing.js';
+import { buildSafety, type RawSafety } from './safety.js';
 import { configSchema } from './schema.js';
 import type {
   AccountEntry,
@@ -128,7 +129,14 @@ interface RawConfig {
   providers?: Record<string, RawProvider>;
   models?: Array<Omit<ModelEntry, 'routes' | 'serves' | 'apis' | 'defaults'> & RawModelRouting>;
   tiers?: Record<string, TierConfig>;
-  accounts?: Array<{ name: string; tier?: string; status?: 'active' | 'suspended'; keys?: RawKey[] }>;
+  accounts?: Array<{
+    name: string;
+    tier?: string;
+    status?: 'active' | 'suspended';
+    safety?: string;
+    keys?: RawKey[];
+  }>;
+  safety?: RawSafety;
   limits?: {
     failure_policy?: 'open' | 'closed';
     lease_seconds?: number;
@@ -178,6 +186,7 @@ interface RawModelRouting {
 interface RawKey {
   name: string;
   key_env: string;
+  safety?: string;
 }
 
 function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryConfig {
@@ -230,8 +239,9 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
             `the key in ${k.key_env} is too short (${key.length} characters): it needs at least ${MIN_KEY_LENGTH} random characters, e.g. \`openssl rand -hex 32\``,
           );
         }
-        return { name: k.name, key: key as string };
+        return { name: k.name, key: key as string, ...(k.safety === undefined ? {} : { safety: k.safety }) };
       }),
+      ...(a.safety === undefined ? {} : { safety: a.safety }),
     };
   });
 
@@ -298,6 +308,7 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
     },
     metrics: { enabled: raw.metrics?.enabled ?? true, port: raw.metrics?.port, token: metricsToken },
     predictions: buildPredictions(raw.predictions ?? {}, server.dataDir, env, fail),
+    safety: buildSafety(raw.safety ?? {}, models, accounts, env, fail),
     redisUrl: env.REDIS_URL || raw.redis?.url || undefined,
   };
 }

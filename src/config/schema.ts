@@ -107,6 +107,59 @@ const tier = {
   },
 };
 
+/** A safety policy's name: a preset (off, annotate, block, redact) or one of `safety.policies`. */
+const policyName = { type: 'string', pattern: '^[A-Za-z0-9_-]+$' };
+
+const severityThreshold = { enum: ['low', 'medium', 'high', 'off'] };
+
+const safetyPolicy = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['mode'],
+  properties: {
+    mode: { enum: ['off', 'annotate', 'block'] },
+    classifier: { type: 'string', minLength: 1 },
+    redact: { type: 'array', items: { enum: ['email', 'phone', 'payment_card', 'iban', 'secret'] } },
+    thresholds: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        hate: severityThreshold,
+        sexual: severityThreshold,
+        violence: severityThreshold,
+        self_harm: severityThreshold,
+      },
+    },
+    filter: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        jailbreak: { type: 'boolean' },
+        indirect_attack: { type: 'boolean' },
+        profanity: { type: 'boolean' },
+        protected_material_text: { type: 'boolean' },
+        protected_material_code: { type: 'boolean' },
+        pii: { type: 'boolean' },
+      },
+    },
+  },
+};
+
+const safetyClassifier = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'url'],
+  properties: {
+    /** An OpenAI-compatible `/v1/moderations` endpoint, or Azure AI Content Safety. */
+    kind: { enum: ['openai_moderations', 'azure_content_safety'] },
+    url: { type: 'string', pattern: '^https?://' },
+    api_key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+    model: { type: 'string', minLength: 1 },
+    timeout_ms: { type: 'integer', minimum: 1, maximum: 60_000 },
+    on_failure: { enum: ['open', 'closed'] },
+  },
+};
+
 const model = {
   type: 'object',
   additionalProperties: false,
@@ -136,6 +189,8 @@ const model = {
     limits: ceilings,
     /** Prediction inputs the schema does not declare: refused (default) or dropped (README, Predictions). */
     unknown_inputs: { enum: ['refuse', 'drop'] },
+    /** The safety policy of the model's answers and prediction prompts (README, "Safety"). */
+    safety: policyName,
   },
 };
 
@@ -147,6 +202,7 @@ const account = {
     name: { type: 'string', minLength: 1 },
     tier: { type: 'string' },
     status: { enum: ['active', 'suspended'] },
+    safety: policyName,
     keys: {
       type: 'array',
       items: {
@@ -156,6 +212,7 @@ const account = {
         properties: {
           name: { type: 'string', minLength: 1 },
           key_env: { type: 'string', pattern: '^[A-Za-z_][A-Za-z0-9_]*$' },
+          safety: policyName,
         },
       },
     },
@@ -234,6 +291,18 @@ export const configSchema = {
       properties: { url: { type: 'string', pattern: '^rediss?://' } },
     },
     accounts: { type: 'array', items: account },
+    safety: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        /** The policy of models that name none. */
+        default: policyName,
+        /** Characters of a `block` stream held back until checked. */
+        stream_window_chars: { type: 'integer', minimum: 16, maximum: 1000 },
+        policies: { type: 'object', propertyNames: policyName, additionalProperties: safetyPolicy },
+        classifiers: { type: 'object', propertyNames: policyName, additionalProperties: safetyClassifier },
+      },
+    },
     predictions: {
       type: 'object',
       additionalProperties: false,

@@ -1,4 +1,5 @@
 import type { ProviderConfig } from '../../providers/types.js';
+import type { PolicyTable } from '../safety/policy.js';
 
 export type Api = 'chat' | 'responses' | 'embeddings' | 'other';
 
@@ -38,6 +39,8 @@ export interface ModelEntry {
   unknown_inputs?: 'refuse' | 'drop';
   /** Why the model is offline when Gantry took it offline at start (its input schema cannot be used). */
   status_reason?: string;
+  /** The safety policy's name (README, "Safety"). */
+  safety?: string;
 }
 
 /** Ceilings of one rate-limit bucket; an absent one is unlimited. */
@@ -90,7 +93,30 @@ export interface AccountEntry {
   tier: string;
   status: 'active' | 'suspended';
   /** Keys whose value comes from the environment; stored hashed at start. */
-  keys: Array<{ name: string; key: string }>;
+  keys: Array<{ name: string; key: string; safety?: string }>;
+  /** The safety policy's name for this account's requests. */
+  safety?: string;
+}
+
+/** A remote safety classifier (README, "Safety"). */
+export interface ClassifierConfig {
+  name: string;
+  kind: 'openai_moderations' | 'azure_content_safety';
+  /** The moderations endpoint, or the Content Safety resource's endpoint. */
+  url: string;
+  apiKey: string | undefined;
+  /** The moderation model to ask for (openai_moderations). */
+  model: string | undefined;
+  timeoutMs: number;
+  onFailure: 'open' | 'closed';
+}
+
+export interface SafetySettings {
+  /** Which policy each request gets: presets, `safety.policies`, and who names which. */
+  table: PolicyTable;
+  classifiers: ClassifierConfig[];
+  /** Characters of a `block` stream held back until checked. */
+  streamWindowChars: number;
 }
 
 export interface ServerSettings {
@@ -174,6 +200,7 @@ export interface GantryConfig {
   usage: UsageSettings;
   metrics: MetricsSettings;
   predictions: PredictionSettings;
+  safety: SafetySettings;
   /** REDIS_URL or redis.url: set means distributed mode (shared limits, usage stream, credits). */
   redisUrl: string | undefined;
 }

@@ -1,0 +1,159 @@
+/**
+ * The safety layer's entry points for the routes: which policy and classifier a request gets (nothing
+ * when the policy is off), and the prompt and completion checks that give Azure-shaped results and a
+ * verdict. Built once at start (buildSafety); nothing here is computed per request that could be earlier.
+ */
+import { GantryError } from '../errors.js';
+import { type ContentFilterResults, evaluate, unavailableResults } from './azure.js';
+import type { Category } from './categories.js';
+import {
+  ClassifierUnavailable,
+  type Findings,
+  mergeFindings,
+  type TextClassifier,
+  type TextSource,
+} from './classifier.js';
+import { type PolicyTable, resolvePolicy, type SafetyPolicy } from './policy.js';
+
+export type FailurePolicy = 'open' | 'closed';
+
+export interface ClassifierEntry {
+  classifier: TextClassifier;
+  /** What a failed or timed-out check does: `open` lets the request through (results carry the error). */
+  onFailure: FailurePolicy;
+}
+
+/** The safety layer of one Gantry instance. */
+export interface Safety {
+  table: PolicyTable;
+  classifiers: ReadonlyMap<string, ClassifierEntry>;
+  /** Characters of a blocked-mode stream held back until they are checked (README, "Safety"). */
+  streamWindowChars: number;
+}
+
+/** The policy and classifier one request runs under. */
+export interface ActiveSafety {
+  policy: SafetyPolicy;
+  classifier: TextClassifier;
+  onFailure: FailurePolicy;
+}
+
+/** Undefined when the request's policy is `off`: then nothing of the safety layer runs for it. */
+export function activeSafety(
+  safety: Safety,
+  model: string,
+  principal: { account: { name: string }; key: { name: string } },
+): ActiveSafety | undefined {
+  const policy = resolvePolicy(safety.table, model, principal.account.name, principal.key.name);
+  if (policy.mode === 'off') return undefined;
+  // config/load.ts checks every classifier name at start.
+  const entry = safety.classifiers.get(policy.classifier) as ClassifierEntry;
+  return { policy, classifier: entry.classifier, onFailure: entry.onFailure };
+}
+
+/** One checked text (or set of texts): Azure's results and what the policy makes of them. */
+export interface SafetyCheck {
+  results: ContentFilterResults;
+  /** Categories over the policy's thresholds (reported in every mode; acted on in `block`). */
+  flagged: Category[];
+  /** The policy blocks it. */
+  blocked: boolean;
+  /** What the classifier found; undefined when it could not run. */
+  findings: Findings | undefined;
+}
+
+export interface PromptPart {
+  text: string;
+  /** `prompt` for what the user or system said; `document` for tool outputs and documents. */
+  source: Extract<TextSource, 'prompt' | 'document'>;
+}
+
+/** Checks the prompt's texts as one prompt (Azure's prompt_index 0). */
+export async function checkPrompt(
+  active: ActiveSafety,
+  parts: readonly PromptPart[],
+  signal?: AbortSignal,
+): Promise<SafetyCheck> {
+  return check(active, 'prompt', signal, async () => {
+    const found: Findings[] = [];
+    for (const part of parts) {
+      if (part.text === '') continue;
+      found.push(await classify(active.classifier, part.text, part.source, signal));
+    }
+    return mergeFindings(found);
+  });
+}
+
+/** Checks a completion's text (all of it, or a stream's window with what came before). */
+export async function checkCompletion(
+  active: ActiveSafety,
+  text: string,
+  signal?: AbortSignal,
+): Promise<SafetyCheck> {
+  return check(active, 'completion', signal, async () =>
+    classify(active.classifier, text, 'completion', signal),
+  );
+}
+
+async function check(
+  active: ActiveSafety,
+  source: 'prompt' | 'completion',
+  _signal: AbortSignal | undefined,
+  run: () => Promise<Findings>,
+): Promise<SafetyCheck> {
+  let findings: Findings;
+  try {
+    findings = await run();
+  } catch (err) {
+    if (!(err instanceof ClassifierUnavailable)) throw err;
+    if (active.onFailure === 'closed') {
+      throw new GantryError('SERVICE_UNAVAILABLE', {
+        message: 'The safety classifier is unavailable and the policy fails closed; retry later',
+        code: 'content_filter_unavailable',
+        cause: err,
+      });
+    }
+    return { results: unavailableResults(err.message), flagged: [], blocked: false, findings: undefined };
+  }
+  const { results, flagged } = evaluate(
+    findings,
+    active.policy,
+    source === 'prompt' ? 'prompt' : 'completion',
+  );
+  return { results, flagged, blocked: active.policy.mode === 'block' && flagged.length > 0, findings };
+}
+
+function classify(
+  classifier: TextClassifier,
+  text: string,
+  source: TextSource,
+  signal: AbortSignal | undefined,
+): Findings | Promise<Findings> {
+  return classifier.classify(text, source, signal);
+}
+
+/** Azure's `prompt_filter_results` for a chat completion: one entry, prompt_index 0. */
+export function promptFilterResults(check: SafetyCheck): Array<{
+  prompt_index: number;
+  content_filter_results: ContentFilterResults;
+}> {
+  return [{ prompt_index: 0, content_filter_results: check.results }];
+}
+
+const ATTACKS: ReadonlySet<Category> = new Set(['jailbreak', 'indirect_attack']);
+
+/**
+ * The 400 a blocked prompt gets (Azure's answer: code `content_filter`, the results in `innererror`):
+ * SECURITY_VIOLATION for a prompt attack, CONTENT_POLICY_VIOLATION for the rest.
+ */
+export function blockedPromptError(check: SafetyCheck): GantryError {
+  const attack = check.flagged.some((c) => ATTACKS.has(c));
+  return new GantryError(attack ? 'SECURITY_VIOLATION' : 'CONTENT_POLICY_VIOLATION', {
+    status: 400,
+    code: 'content_filter',
+    param: 'prompt',
+    message: `The prompt was filtered by the content policy (${check.flagged.join(', ')}). Please modify your prompt and retry.`,
+    details: { categories: check.flagged },
+    innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: check.results },
+  });
+}
