@@ -184,6 +184,28 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly safetyChecks = new Counter({
+    name: 'gantry_safety_checks_total',
+    help: 'Safety checks by API, stage (prompt, completion), classifier and outcome (clean, flagged, blocked, error)',
+    labelNames: ['api', 'stage', 'classifier', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly safetyFlags = new Counter({
+    name: 'gantry_safety_flags_total',
+    help: 'Categories over their policy threshold, by API, stage and category (blocked or only annotated)',
+    labelNames: ['api', 'stage', 'category', 'action'] as const,
+    registers: [this.registry],
+  });
+
+  readonly safetyCheckDuration = new Histogram({
+    name: 'gantry_safety_check_duration_seconds',
+    help: 'Time one safety check took, by classifier',
+    labelNames: ['classifier'] as const,
+    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.05, 0.25, 1, 5],
+    registers: [this.registry],
+  });
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }

@@ -3,6 +3,7 @@ import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import type { Lease } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
+import type { SafetyOutcome } from '../safety/engine.js';
 import { assertCredits } from '../usage/credit-check.js';
 import { newUsageId, type UsageApi, type UsageOutcome, usageTime } from '../usage/index.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
@@ -45,6 +46,8 @@ export class Ticket {
   meter: StreamMeter | undefined;
   /** Set by the stream writer: a stream ends "ok" on the wire even when the upstream broke. */
   streamFailed = false;
+  /** What the safety layer did (its flags go into the usage record); undefined when the policy is off. */
+  safety: SafetyOutcome | undefined;
   /** true once a provider answered: a failure before that costs nothing. */
   private upstreamCalled = false;
   private readonly startedAt = performance.now();

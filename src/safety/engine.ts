@@ -4,6 +4,7 @@
  * verdict. Built once at start (buildSafety); nothing here is computed per request that could be earlier.
  */
 import { GantryError } from '../errors.js';
+import type { Metrics } from '../metrics.js';
 import { type ContentFilterResults, evaluate, unavailableResults } from './azure.js';
 import type { Category } from './categories.js';
 import {
@@ -156,4 +157,50 @@ export function blockedPromptError(check: SafetyCheck): GantryError {
     details: { categories: check.flagged },
     innererror: { code: 'ResponsibleAIPolicyViolation', content_filter_result: check.results },
   });
+}
+
+/** What the safety layer did to one request, for its usage record (never any text). */
+export interface SafetyOutcome {
+  /** Categories flagged by any check of the request. */
+  flagged: Set<Category>;
+  /** A check blocked the prompt or the completion. */
+  blocked: boolean;
+  /** Pieces of personal data masked before the request went upstream. */
+  redacted: number;
+}
+
+export type SafetyApi = 'chat' | 'responses' | 'predictions';
+
+/**
+ * Counts one check in the metrics and adds it to the request's outcome. `seconds` is how long it took.
+ */
+export function recordCheck(
+  metrics: Metrics,
+  outcome: SafetyOutcome,
+  api: SafetyApi,
+  stage: 'prompt' | 'completion',
+  classifier: string,
+  check: SafetyCheck,
+  seconds: number,
+): void {
+  const result =
+    check.findings === undefined
+      ? 'error'
+      : check.blocked
+        ? 'blocked'
+        : check.flagged.length > 0
+          ? 'flagged'
+          : 'clean';
+  metrics.safetyChecks.inc({ api, stage, classifier, outcome: result });
+  metrics.safetyCheckDuration.observe({ classifier }, seconds);
+  const action = check.blocked ? 'blocked' : 'annotated';
+  for (const category of check.flagged) {
+    metrics.safetyFlags.inc({ api, stage, category, action });
+    outcome.flagged.add(category);
+  }
+  if (check.blocked) outcome.blocked = true;
+}
+
+export function newSafetyOutcome(): SafetyOutcome {
+  return { flagged: new Set(), blocked: false, redacted: 0 };
 }
