@@ -84,6 +84,7 @@ export function serializePrediction(
       storage: { files },
       data_available:
         files.length > 0 || record.outputText !== null || (!!record.output && !record.dataRemoved),
+      ...(record.safety === undefined ? {} : { safety: record.safety }),
     },
     data_removed: record.dataRemoved,
     // The spec shows the delete action as …/{id}/delete, which Gantry serves for DELETE and POST.

@@ -60,6 +60,14 @@ export interface WebhookTarget {
 }
 
 /** One prediction as stored. Times are epoch milliseconds. */
+/** Safety results of a prediction: its prompt's (at create) and its outputs' (at the end), Azure-shaped. */
+export interface PredictionSafety {
+  /** The policy that ran. */
+  policy: string;
+  prompt?: JsonObject;
+  output?: JsonObject;
+}
+
 export interface PredictionRecord {
   id: string;
   accountId: string;
@@ -98,6 +106,8 @@ export interface PredictionRecord {
   updatedAt: number;
   /** Seconds the backend worked. */
   predictTime: number | null;
+  /** The safety checks' results (README, "Safety"): shown as `metadata.safety`; absent when none ran. */
+  safety?: PredictionSafety;
   /** Output megapixels of image predictions (billing). */
   megapixels: number | null;
   creditsUsed: number;
