@@ -35,6 +35,7 @@ export const AZURE_CATEGORY_MAP: Readonly<Record<string, HarmCategory>> = {
 };
 
 const ORDER: readonly Severity[] = ['safe', 'low', 'medium', 'high'];
+const CATEGORIES = Object.keys(AZURE_CATEGORY_MAP);
 
 /** One text:analyze answer → severities (severityOfScale reads both output types: 0,2,4,6 and 0-7). */
 export function azureSeverities(answer: unknown): Partial<Record<HarmCategory, Severity>> | undefined {
@@ -61,7 +62,7 @@ export function azureContentSafetyClassifier(config: ClassifierConfig): RemoteCl
     const answer = await client.postJson(
       analyzePath,
       headers,
-      { text, categories: Object.keys(AZURE_CATEGORY_MAP), outputType: 'EightSeverityLevels' },
+      { text, categories: CATEGORIES, outputType: 'EightSeverityLevels' },
       signal,
     );
     const harm = azureSeverities(answer);
@@ -90,13 +91,9 @@ export function azureContentSafetyClassifier(config: ClassifierConfig): RemoteCl
   return {
     name: config.name,
     async classify(text: string, source: TextSource, signal?: AbortSignal): Promise<Findings> {
-      const harm: Partial<Record<HarmCategory, Severity>> = {
-        hate: 'safe',
-        sexual: 'safe',
-        violence: 'safe',
-        self_harm: 'safe',
-      };
-      if (text === '') return { harm, detected: {} };
+      if (text === '') {
+        return { harm: { hate: 'safe', sexual: 'safe', violence: 'safe', self_harm: 'safe' }, detected: {} };
+      }
       const pieces = splitText(text, AZURE_PIECE_CHARS);
       const [severities, attacks] = await client.within(signal, (linked) =>
         Promise.all([
