@@ -15,10 +15,11 @@
  * Answers are keyed by markers in the text: `[[violence=0.82]]` sets a moderation score (`!` after the
  * number flags it: `[[self-harm/intent=0.6!]]`), `[[Violence=6]]` an Azure severity (0-7; trimmed to
  * 0, 2, 4, 6 for FourSeverityLevels), `[[attack]]` an attack for Prompt Shields. Scripted per request:
- * delay, status, a body that is not JSON, a JSON body of the wrong shape, a dropped connection.
+ * delay, status, a body that is not JSON, a JSON body of the wrong shape, a dropped connection, a body
+ * that arrives slowly.
  */
 import type { FakeServerControls, RecordedExchange, Exchange as ServerExchange } from './fake-server.js';
-import { sendJson, sleep, startRecordingServer } from './fake-server.js';
+import { sendJson, sleep, startRecordingServer, write } from './fake-server.js';
 
 export interface ModerationBehavior {
   /** Wait this long before answering. */
@@ -33,6 +34,8 @@ export interface ModerationBehavior {
   wrongShape?: boolean;
   /** Destroy the connection after reading the request, before any answer. */
   drop?: boolean;
+  /** Send the status, headers and the first bytes of a 200 body at once, the rest after this long. */
+  slowBodyMs?: number;
 }
 
 export type ModerationRequest = RecordedExchange<ModerationBehavior>;
@@ -78,6 +81,13 @@ export async function startFakeModeration(options: FakeModerationOptions = {}): 
   async function handle(ex: Exchange) {
     const { req, behavior } = ex;
     if (behavior.drop) return ex.cut();
+    if (behavior.slowBodyMs !== undefined) {
+      ex.res.writeHead(200, { 'content-type': 'application/json' });
+      await write(ex.res, '{"results": ', ex.gone);
+      await sleep(behavior.slowBodyMs, ex.gone);
+      if (!ex.gone.aborted) ex.res.end('[]}');
+      return;
+    }
     if (behavior.delayMs) {
       await sleep(behavior.delayMs, ex.gone);
       if (ex.gone.aborted) return;

@@ -400,6 +400,30 @@ describe('failures', () => {
         expect(await fake.requests[0]?.settled).toBe('aborted');
       });
 
+      it('the timeout covers the body too', async () => {
+        fake.setBehavior({ slowBodyMs: 10_000 });
+        const started = performance.now();
+        const e = await unavailable(
+          Promise.resolve(classifier(kind, { timeoutMs: 300 }).classify(TEXT, 'completion')),
+        );
+        expect(e.message).toBe('safety classifier "remote": timed out after 300 ms');
+        expect(performance.now() - started).toBeLessThan(1_500);
+        expect(await fake.requests[0]?.settled).toBe('aborted');
+      });
+
+      it('the first failing piece of a long text ends the others', async () => {
+        // The failure comes once both requests are in, so the other one is under way when it does.
+        fake.enqueue({ status: 500, delayMs: 300 }, { delayMs: 10_000 });
+        const long = 'word '.repeat(kind === 'openai_moderations' ? 13_000 : 2_100);
+        const started = performance.now();
+        const e = await unavailable(Promise.resolve(classifier(kind).classify(long, 'completion')));
+        expect(e.message).toMatch(/answered HTTP 500/);
+        expect(performance.now() - started).toBeLessThan(1_500);
+        expect(fake.requests).toHaveLength(2);
+        const outcomes = await Promise.all(fake.requests.map((r) => r.settled));
+        expect(outcomes.sort()).toEqual(['aborted', 'finished']);
+      });
+
       it("the request's signal ends the call", async () => {
         fake.setBehavior({ delayMs: 10_000 });
         const c = classifier(kind);
