@@ -16,17 +16,19 @@ import { type FakeModeration, startFakeModeration } from '../helpers/fake-modera
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 
-const chatRunsSafety = /checkPrompt\(/.test(
-  ['src/routes/chat.ts', 'src/inference/dispatch.ts']
-    .map((file) => {
-      try {
-        return readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
-      } catch {
-        return '';
-      }
-    })
-    .join('\n'),
-);
+/** The chat route, or the pipeline it calls, runs the safety checks (the route imports the safety layer). */
+const chatRunsSafety = (() => {
+  const read = (file: string): string => {
+    try {
+      return readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  const route = read('src/routes/chat.ts');
+  const pipeline = ['dispatch', 'exchange', 'ticket'].map((f) => read(`src/inference/${f}.ts`)).join('\n');
+  return /from '\.\.\/safety\//.test(route) || /\b(activeSafety|checkPrompt)\(/.test(route + pipeline);
+})();
 
 const OPENAI_KEY = 'sk-e2e-moderation-5f0c1d2e3a4b';
 const AZURE_KEY = 'azure-e2e-key-9a8b7c6d5e4f';
