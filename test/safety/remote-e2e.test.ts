@@ -86,11 +86,19 @@ models:
 it('Gantry starts with both kinds configured, sends nothing at start, and stops', async () => {
   const fake = await startFakeModeration({ openaiKey: OPENAI_KEY, azureKey: AZURE_KEY });
   try {
-    const gantry = await startGantry(yaml(fake), { MOD_KEY: OPENAI_KEY, ACS_KEY: AZURE_KEY });
+    const lines: string[] = [];
+    const gantry = await startGantry(
+      yaml(fake),
+      { MOD_KEY: OPENAI_KEY, ACS_KEY: AZURE_KEY },
+      { onLog: (line) => lines.push(line) },
+    );
     const names = [...gantry.gantry.safety.classifiers.keys()].sort();
     expect(names).toEqual(['azure', 'mod-closed', 'mod-open', 'offline']);
     await gantry.close();
     expect(fake.requests).toHaveLength(0);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.join('\n')).not.toContain(OPENAI_KEY);
+    expect(lines.join('\n')).not.toContain(AZURE_KEY);
   } finally {
     await fake.close();
   }
