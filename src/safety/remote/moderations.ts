@@ -79,6 +79,7 @@ export function moderationSeverities(result: ModerationResult): Partial<Record<H
 export function moderationsClassifier(config: ClassifierConfig): RemoteClassifier {
   const client = new ClassifierClient(config.name, config.url, config.timeoutMs);
   const headers: Record<string, string> = config.apiKey ? { authorization: `Bearer ${config.apiKey}` } : {};
+  // The URL is the endpoint itself (the client prefixes its path); only its query string is added.
   const path = client.query;
 
   const ask = async (pieces: string[], signal: AbortSignal): Promise<ModerationResult[]> => {
