@@ -24,6 +24,8 @@ export const ROOTS = [
   'CreateChatCompletionResponse',
   'CreateChatCompletionStreamResponse',
   'CreateEmbeddingResponse',
+  'CreateModerationRequest',
+  'CreateModerationResponse',
   'ErrorResponse',
   'ListModelsResponse',
   'Model',

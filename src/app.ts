@@ -28,7 +28,7 @@ import { registerModelRoutes } from './routes/models.js';
 import { registerPredictionRoutes } from './routes/predictions.js';
 import { registerResponsesRoutes } from './routes/responses.js';
 import type { Safety } from './safety/engine.js';
-import { buildClassifiers } from './safety/registry.js';
+import { buildClassifiers, closeClassifiers } from './safety/registry.js';
 import { createServices } from './services.js';
 import type { SqliteStore } from './store/sqlite.js';
 
@@ -215,6 +215,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     await predictions.close();
     await gantry.services.close();
     await Promise.all([...providers.values()].map((p) => p.close()));
+    await closeClassifiers(safety.classifiers);
   });
 
   return { app, gantry, routes };
