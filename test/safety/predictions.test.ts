@@ -249,6 +249,16 @@ describe('an annotated prompt', () => {
     expect(record.safety_action).toBe('annotated');
   });
 
+  it('keeps metadata.safety in the answer of a create that waits (await: true)', async () => {
+    const created = await create({ model: ANNOTATE, input: { prompt: VIOLENT }, await: true });
+    expect(created.status, created.text).toBe(200);
+    expect(created.body.status).toBe('succeeded');
+    expect(created.body.metadata.safety?.prompt?.content_filter_results.violence).toEqual({
+      filtered: false,
+      severity: 'medium',
+    });
+  });
+
   it('reads the string inputs that are text, not the choices (speech: prompt yes, voice no)', async () => {
     const created = await create({ model: SPEECH, input: { prompt: 'hello there', voice: 'en-us' } });
     expect(created.status, created.text).toBe(200);
