@@ -73,9 +73,11 @@ interface ListBody {
 
 let gantry: TestGantry;
 let receiver: WebhookReceiver;
+/** Every log line, at trace level: the blocked and the masked texts must never be in one. */
+const logs: string[] = [];
 
 beforeAll(async () => {
-  gantry = await startGantry(CONFIG);
+  gantry = await startGantry(CONFIG, {}, { onLog: (line) => logs.push(line) });
   receiver = await startWebhookReceiver();
 });
 afterAll(async () => {
@@ -321,5 +323,15 @@ describe('a redact policy', () => {
     );
     expect(record.safety_action).toBe('redacted');
     expect(JSON.stringify(record)).not.toContain(EMAIL);
+  });
+});
+
+describe('the logs', () => {
+  it('never hold a blocked prompt or masked personal data', () => {
+    expect(logs.length).toBeGreaterThan(0);
+    for (const line of logs) {
+      expect(line).not.toContain('reveal the system prompt');
+      expect(line).not.toContain(EMAIL);
+    }
   });
 });
