@@ -34,7 +34,9 @@
  *                                  bench/predictions.ts (its settings: BENCH_PRED_*, listed there);
  *                                  BENCH_PHASES=predictions runs it alone (~1 min). `anthropic` is the
  *                                  Anthropic-translation lane, bench/anthropic.ts (BENCH_ANTHROPIC_*, listed
- *                                  there); BENCH_PHASES=anthropic runs it alone
+ *                                  there); BENCH_PHASES=anthropic runs it alone. `safety` (not in the default
+ *                                  set either) is the safety lane, bench/safety.ts (BENCH_SAFETY_*, listed
+ *                                  there): policy off and annotate against the plain model
  *   BENCH_OUT                      JSON output file (bench/results/latest.json)
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
@@ -78,6 +80,7 @@ import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-co
 import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
 import { int0, table } from './lib/table.js';
 import { runPredictionsPhase } from './predictions.js';
+import { runSafetyLane, type SafetyLaneResult } from './safety.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TARGETS = {
@@ -119,7 +122,7 @@ function phaseSet(raw: string | undefined): string[] {
   const all = ['latency', 'throughput', 'stream', 'predictions'];
   if (raw === undefined || raw.trim() === '') return all;
   const chosen = raw.split(',').map((s) => s.trim());
-  const unknown = chosen.filter((p) => !all.includes(p) && p !== 'anthropic');
+  const unknown = chosen.filter((p) => !all.includes(p) && p !== 'anthropic' && p !== 'safety');
   if (unknown.length > 0)
     throw new Error(`BENCH_PHASES: unknown ${unknown.join(', ')} (use ${all.join(', ')})`);
   return chosen;
@@ -665,9 +668,29 @@ async function main(): Promise<number> {
       log,
     });
     process.stdout.write(`${anthropicLane.text}\n`);
-    const rest = settings.phases.filter((p) => p !== 'anthropic' && p !== 'predictions');
-    if (rest.length === 0 && !predictions) {
+    const rest = settings.phases.filter((p) => p !== 'anthropic' && p !== 'predictions' && p !== 'safety');
+    if (rest.length === 0 && !predictions && !settings.phases.includes('safety')) {
       return writeLaneOnly({ anthropic: anthropicLane.json }, anthropicLane.errors);
+    }
+  }
+  // ---- the safety lane: bench/safety.ts, its own children, before the chat targets ----
+  let safetyLane: SafetyLaneResult | undefined;
+  if (settings.phases.includes('safety')) {
+    safetyLane = await runSafetyLane({
+      root: ROOT,
+      quick,
+      rounds: settings.rounds,
+      chunks: settings.chunks,
+      gantryBin: settings.gantryBin,
+      log,
+    });
+    process.stdout.write(`${safetyLane.text}\n`);
+    const rest = settings.phases.filter((p) => p !== 'anthropic' && p !== 'predictions' && p !== 'safety');
+    if (rest.length === 0 && !predictions) {
+      return writeLaneOnly(
+        { safety: safetyLane.json, ...(anthropicLane ? { anthropic: anthropicLane.json } : {}) },
+        [...safetyLane.errors, ...(anthropicLane?.errors ?? [])],
+      );
     }
   }
   if (predictions && settings.phases.length === 1) {
@@ -1363,6 +1386,10 @@ async function main(): Promise<number> {
   if (anthropicLane) {
     json.anthropic = anthropicLane.json;
     errors.push(...anthropicLane.errors.map((e) => `anthropic: ${e}`));
+  }
+  if (safetyLane) {
+    json.safety = safetyLane.json;
+    errors.push(...safetyLane.errors.map((e) => `safety: ${e}`));
   }
   if (predictions) {
     json.predictions = predictions.json;

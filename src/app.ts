@@ -107,6 +107,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     catalog,
     backends,
     inference: providers,
+    safety,
     log: app.log,
     publicUrl,
   });

@@ -5,7 +5,13 @@ import type { Lease } from '../limits/index.js';
 import { computeCost, toCredits } from '../metering/pricing.js';
 import type { SafetyOutcome } from '../safety/engine.js';
 import { assertCredits } from '../usage/credit-check.js';
-import { newUsageId, type UsageApi, type UsageOutcome, usageTime } from '../usage/index.js';
+import {
+  newUsageId,
+  safetyUsageFields,
+  type UsageApi,
+  type UsageOutcome,
+  usageTime,
+} from '../usage/index.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { admitOrRefuse, bucketsFor, limitsInputTokens, quotaHeaders } from './quota.js';
 import { principalOf } from './resolve.js';
@@ -124,6 +130,7 @@ export class Ticket {
       latency_ms: Math.round(latencyMs * 1000) / 1000,
       ttft_ms: ttftMs === null ? null : Math.round(ttftMs * 1000) / 1000,
       stream: req.stream,
+      ...safetyUsageFields(this.safety),
     });
 
     const m = gantry.services.metrics;

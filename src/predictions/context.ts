@@ -5,6 +5,7 @@ import type { BlobStore } from '../blobs/types.js';
 import type { Catalog } from '../catalog.js';
 import type { GantryConfig } from '../config/types.js';
 import type { Metrics } from '../metrics.js';
+import type { Safety } from '../safety/engine.js';
 import type { Services } from '../services.js';
 import type { UsageBatcher } from '../usage/index.js';
 import type { InputValidator } from './input-schema.js';
@@ -30,6 +31,10 @@ export interface PredictionDeps {
   services: Services;
   usage: UsageBatcher;
   metrics: Metrics;
+  /** Safety policies and classifiers: the prompt check at create (service.ts). */
+  safety: Safety;
+  /** By model namespace: the inputs whose text the prompt check reads (promptFieldsOf, at start). */
+  promptFields: ReadonlyMap<string, readonly string[]>;
   log: FastifyBaseLogger;
   /** Origin of absolute URLs (known once listening when the config gives none). */
   publicUrl(): string;

@@ -1,6 +1,6 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { computeCost, toCredits } from '../metering/pricing.js';
-import { type MediaUnits, newUsageId, type UsageRecord } from '../usage/index.js';
+import { type MediaUnits, newUsageId, predictionSafetyFields, type UsageRecord } from '../usage/index.js';
 import { releasePrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { serializePrediction } from './serialize.js';
@@ -129,7 +129,7 @@ async function afterFinish(
   const { id, status } = record;
   // The usage record (in memory, batched) comes before anything that can wait; stream events and bus
   // notifications are best effort after that.
-  deps.usage.add(usageRecordOf(record, price(deps, record)));
+  deps.usage.add(usageRecordOf(deps, record, price(deps, record)));
   await releasePrediction(deps, record.lease);
   deps.metrics.predictionDone(
     record.model,
@@ -244,7 +244,7 @@ function price(deps: PredictionDeps, record: PredictionRecord): Bill {
 }
 
 /** One usage record per prediction, written when it ends, whatever the end. */
-function usageRecordOf(record: PredictionRecord, bill: Bill): UsageRecord {
+function usageRecordOf(deps: PredictionDeps, record: PredictionRecord, bill: Bill): UsageRecord {
   const ok = record.status === 'succeeded';
   const canceled = record.status === 'canceled';
   return {
@@ -269,6 +269,10 @@ function usageRecordOf(record: PredictionRecord, bill: Bill): UsageRecord {
     latency_ms: (record.completedAt ?? Date.now()) - record.createdAt,
     ttft_ms: null,
     stream: record.stream,
+    // The policy table is read only for a prediction that was checked.
+    ...(record.safety === undefined
+      ? { safety_flags: [], safety_action: null }
+      : predictionSafetyFields(record.safety, deps.safety.table.policies)),
   };
 }
 

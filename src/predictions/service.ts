@@ -1,15 +1,35 @@
 import { randomUUID } from 'node:crypto';
 import type { Principal } from '../auth/authenticate.js';
+import type { ModelEntry } from '../config/types.js';
 import { GantryError } from '../errors.js';
+import type { Findings } from '../safety/classifier.js';
+import {
+  type ActiveSafety,
+  activeSafety,
+  blockedPromptError,
+  checkPrompt,
+  newSafetyOutcome,
+  type PromptPart,
+  recordCheck,
+} from '../safety/engine.js';
+import type { SafetyPolicy } from '../safety/policy.js';
+import { maskText } from '../safety/redact.js';
+import { newUsageId, safetyUsageFields } from '../usage/index.js';
 import { parseWebhookEvents } from '../webhooks/events.js';
 import { checkWebhookUrl } from '../webhooks/ssrf.js';
 import { admitPrediction, releasePrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { checkFileInputs } from './input-files.js';
-import { formatFieldErrors, mergeTopLevelOptions } from './input-schema.js';
+import { formatFieldErrors, type InputValidator, mergeTopLevelOptions } from './input-schema.js';
 import { finish } from './lifecycle.js';
 import { sealSecrets } from './secrets.js';
-import { isTerminal, type JsonObject, type PredictionRecord, type WebhookTarget } from './types.js';
+import {
+  isTerminal,
+  type JsonObject,
+  type PredictionRecord,
+  type PredictionSafety,
+  type WebhookTarget,
+} from './types.js';
 
 /** Fields of the create body (spec 4.3); anything else is refused so a typo is not silently ignored. */
 const CREATE_FIELDS = new Set([
@@ -143,6 +163,16 @@ export async function createPrediction(
     });
   }
 
+  // The prompt check, before anything is stored or queued: a blocked prompt leaves no prediction.
+  let input = checked.input;
+  let safety: PredictionSafety | undefined;
+  const active = activeSafety(deps.safety, entry.namespace, principal);
+  if (active !== undefined && !optedOut(request, active.policy)) {
+    const checkedPrompt = await checkPredictionPrompt(deps, principal, request, entry, active, input);
+    input = checkedPrompt.input;
+    safety = checkedPrompt.safety;
+  }
+
   // One deadline for everything from here that waits on shared state (idempotency lookup, admission,
   // store, queue): the caller gets an answer within store_timeout_ms, whichever part is slow.
   const deadline = Date.now() + deps.config.predictions.storeTimeoutMs;
@@ -160,7 +190,7 @@ export async function createPrediction(
     }
     if (existing) return { record: existing, created: false, wait: request.await === true, headers: {} };
   }
-  const admitting = admitPrediction(deps, principal, entry, checked.input);
+  const admitting = admitPrediction(deps, principal, entry, input);
   let admission: Awaited<typeof admitting>;
   try {
     admission = await withDeadline(admitting, deadline);
@@ -174,7 +204,7 @@ export async function createPrediction(
     deps.log.error({ err: error.message }, 'prediction admission did not answer in time');
     throw storeUnavailable(error);
   }
-  const sealed = sealSecrets(checked.input, validator.secretFields, deps.secretKey);
+  const sealed = sealSecrets(input, validator.secretFields, deps.secretKey);
   const now = Date.now();
   const record: PredictionRecord = {
     id: randomUUID(),
@@ -187,9 +217,7 @@ export async function createPrediction(
     source: 'api',
     privacy: 'private',
     input: sealed.input,
-    secretFields: validator.secretFields.filter(
-      (f) => checked.input[f] !== undefined && checked.input[f] !== null,
-    ),
+    secretFields: validator.secretFields.filter((f) => input[f] !== undefined && input[f] !== null),
     sealedSecrets: sealed.sealed,
     webhook,
     files: [],
@@ -208,6 +236,7 @@ export async function createPrediction(
     dataRemoved: false,
     attempts: 0,
     lease: admission.lease,
+    ...(safety === undefined ? {} : { safety }),
     ...(options.cancelAfterMs === undefined ? {} : { cancelAt: now + options.cancelAfterMs }),
   };
 
@@ -253,6 +282,129 @@ export async function createPrediction(
     wait: request.await === true,
     headers: admission.headers,
   };
+}
+
+/** Prompt inputs by name: read whatever the model's schema says (promptFieldsOf). */
+const PROMPT_NAMES: ReadonlySet<string> = new Set(['prompt', 'negative_prompt', 'text']);
+
+/**
+ * The inputs whose text the prompt check reads (README, "Safety", Predictions), computed once per model
+ * at start: `prompt`, `negative_prompt` and `text`, and every other top-level string input that is not
+ * a file or URI (`format`), a choice (`enum`, `const`, or a Cog `allOf`/`$ref` choice), or a secret.
+ * Numbers, booleans, lists and objects are not read.
+ */
+export function promptFieldsOf(schema: Record<string, unknown>, validator: InputValidator): string[] {
+  const properties = schema.properties;
+  if (properties === null || typeof properties !== 'object') return [];
+  const skip = new Set([...validator.fileFields, ...validator.secretFields]);
+  const fields: string[] = [];
+  for (const name of validator.fieldNames) {
+    if (skip.has(name)) continue;
+    const p = (properties as Record<string, unknown>)[name];
+    if (p === null || typeof p !== 'object') continue;
+    const property = p as Record<string, unknown>;
+    const choice = 'enum' in property || 'const' in property || 'allOf' in property || '$ref' in property;
+    const plainString = property.type === 'string' && property.format === undefined && !choice;
+    if (plainString || (PROMPT_NAMES.has(name) && !choice && property.format === undefined))
+      fields.push(name);
+  }
+  return fields;
+}
+
+/**
+ * `safety_check: false` (or `safety_checker: false`, the other spelling) skips the check under a policy
+ * that only annotates; a policy that blocks or redacts always runs: the operator's choice, not the client's.
+ */
+function optedOut(request: JsonObject, policy: SafetyPolicy): boolean {
+  if (request.safety_check !== false && request.safety_checker !== false) return false;
+  return policy.mode !== 'block' && policy.redact.length === 0;
+}
+
+/**
+ * Checks the prompt inputs as one prompt. Blocked: 400 CONTENT_POLICY_VIOLATION (SECURITY_VIOLATION for
+ * a prompt attack) and a usage record of the refusal, with its flags. Otherwise the results for the
+ * record and, under a redact policy, the input with personal data masked (what is stored and sent).
+ */
+async function checkPredictionPrompt(
+  deps: PredictionDeps,
+  principal: Principal,
+  request: JsonObject,
+  entry: ModelEntry,
+  active: ActiveSafety,
+  input: JsonObject,
+): Promise<{ input: JsonObject; safety: PredictionSafety }> {
+  const startedAt = performance.now();
+  const fields = (deps.promptFields.get(entry.namespace) ?? []).filter(
+    (f) => typeof input[f] === 'string' && input[f] !== '',
+  );
+  const parts: PromptPart[] = fields.map((f) => ({ text: input[f] as string, source: 'prompt' }));
+  const check = await checkPrompt(active, parts);
+  const outcome = newSafetyOutcome();
+  recordCheck(
+    deps.metrics,
+    outcome,
+    'predictions',
+    'prompt',
+    active.policy.classifier,
+    check,
+    (performance.now() - startedAt) / 1000,
+  );
+  if (check.blocked) {
+    const error = blockedPromptError(check);
+    const now = Date.now();
+    // The refusal is metered like a blocked chat prompt: nothing billed, the flags kept (never the text).
+    deps.usage.add({
+      id: newUsageId(now),
+      time: new Date(now).toISOString(),
+      account_id: principal.account.id,
+      key_id: principal.key.id,
+      model: entry.namespace,
+      provider: entry.routes[0]?.provider ?? 'none',
+      api: 'prediction',
+      outcome: 'error',
+      status: error.status,
+      error_id: error.errorId,
+      input_tokens: 0,
+      cached_input_tokens: 0,
+      cache_write_input_tokens: 0,
+      output_tokens: 0,
+      media_units: null,
+      cost: 0,
+      currency: String(entry.pricing?.currency ?? 'USD'),
+      credits: 0,
+      latency_ms: Math.round((performance.now() - startedAt) * 1000) / 1000,
+      ttft_ms: null,
+      stream: request.stream === true,
+      ...safetyUsageFields(outcome),
+    });
+    throw error;
+  }
+  let masked = 0;
+  if (active.policy.redact.length > 0 && check.findings?.detected.pii === true) {
+    // The merged check keeps no offsets: each field that holds personal data is classified for its spans.
+    const kinds = new Set(active.policy.redact);
+    const copy: JsonObject = { ...input };
+    for (const field of fields) {
+      let findings: Findings;
+      try {
+        findings = await active.classifier.classify(copy[field] as string, 'prompt');
+      } catch (err) {
+        // Unmasked personal data must not go on: refused whatever the policy's failure rule.
+        throw new GantryError('SERVICE_UNAVAILABLE', {
+          message: 'The safety classifier could not mask personal data; retry later',
+          code: 'content_filter_unavailable',
+          cause: err,
+        });
+      }
+      const result = maskText(copy[field] as string, findings.pii ?? [], kinds);
+      copy[field] = result.text;
+      masked += result.masked;
+    }
+    if (masked > 0) input = copy;
+  }
+  const prompt: JsonObject = { content_filter_results: check.results as JsonObject };
+  if (masked > 0) prompt.redacted = masked;
+  return { input, safety: { policy: active.policy.name, prompt } };
 }
 
 /** 503 PREDICTION_ERROR: the store or queue failed or missed its deadline; nothing was accepted. */

@@ -10,6 +10,7 @@ import { S3BlobStore } from '../blobs/s3.js';
 import type { BlobStore } from '../blobs/types.js';
 import type { Catalog } from '../catalog.js';
 import type { GantryConfig, ModelEntry } from '../config/types.js';
+import type { Safety } from '../safety/engine.js';
 import type { Services } from '../services.js';
 import type { SqliteStore } from '../store/sqlite.js';
 import { MemoryEventBus } from './bus-memory.js';
@@ -20,6 +21,7 @@ import { compileInputSchema, type InputValidator } from './input-schema.js';
 import { BullJobQueue } from './queue-bullmq.js';
 import { MemoryJobQueue } from './queue-memory.js';
 import { loadSecretKey } from './secrets.js';
+import { promptFieldsOf } from './service.js';
 import { RedisPredictionStore } from './store-redis.js';
 import { SqlitePredictionStore } from './store-sqlite.js';
 import type { JobQueue } from './types.js';
@@ -158,6 +160,7 @@ export interface PredictionsOptions {
   catalog: Catalog;
   backends: ReadonlyMap<string, PredictionBackend>;
   inference: ReadonlyMap<string, InferenceProvider>;
+  safety: Safety;
   log: FastifyBaseLogger;
   publicUrl: () => string;
 }
@@ -188,6 +191,12 @@ export function createPredictions(options: PredictionsOptions): Predictions {
   } else {
     queue = new MemoryJobQueue();
   }
+  const validators = compileValidators(config.models, options.catalog, log);
+  const promptFields = new Map<string, readonly string[]>();
+  for (const model of config.models) {
+    const validator = validators.get(model.namespace);
+    if (validator) promptFields.set(model.namespace, promptFieldsOf(model.input_schema ?? {}, validator));
+  }
   const deps: PredictionDeps = {
     config,
     catalog: options.catalog,
@@ -197,11 +206,13 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     blobs: createBlobStore(config, blobSecret, options.publicUrl),
     backends: options.backends,
     inference: options.inference,
-    validators: compileValidators(config.models, options.catalog, log),
+    validators,
     secretKey,
     services: options.services,
     usage: options.services.usage,
     metrics: options.services.metrics,
+    safety: options.safety,
+    promptFields,
     log,
     publicUrl: options.publicUrl,
   };

@@ -12,7 +12,7 @@ export { CreditDebitSink } from './credits-sink.js';
 export { type LedgerEntry, SqliteCreditStore, type SqliteCreditStoreOptions } from './credits-sqlite.js';
 export { newUsageId, usageTime } from './id.js';
 export { JsonlUsageSink, type JsonlUsageSinkOptions } from './jsonl-sink.js';
-export type { MediaUnits, UsageApi, UsageOutcome, UsageRecord } from './record.js';
+export type { MediaUnits, UsageApi, UsageOutcome, UsageRecord, UsageSafetyAction } from './record.js';
 export { assertUsageBatch, UsageRecordError, usageRecordProblem } from './record.js';
 export {
   ackUsage,
@@ -24,6 +24,7 @@ export {
 } from './redis-consumer.js';
 export { fromStreamFields, toStreamFields } from './redis-fields.js';
 export { DEFAULT_USAGE_STREAM, RedisStreamSink, type RedisStreamSinkOptions } from './redis-sink.js';
+export { predictionSafetyFields, safetyUsageFields } from './safety-fields.js';
 export type { UsageSink } from './sink.js';
 export { openDatabase, type SqliteDatabase } from './sqlite-db.js';
 export { SqliteUsageSink, type UsageQuery } from './sqlite-sink.js';

@@ -6,6 +6,12 @@
 /** `forward`: another OpenAI endpoint (audio, images, moderations) relayed as it is. */
 export type UsageApi = 'chat' | 'responses' | 'embeddings' | 'forward' | 'prediction';
 export type UsageOutcome = 'ok' | 'error' | 'client_aborted';
+/**
+ * What the safety layer did to the request (README, "Safety"): `blocked` (a check stopped the prompt or
+ * the answer), `redacted` (personal data was masked before it went upstream), `annotated` (checks ran and
+ * their results were attached, nothing stopped or masked); null when the policy was off.
+ */
+export type UsageSafetyAction = 'blocked' | 'redacted' | 'annotated';
 
 export interface MediaUnits {
   /** e.g. 'image', 'second', 'megapixel'. */
@@ -40,6 +46,9 @@ export interface UsageRecord {
   latency_ms: number;
   ttft_ms: number | null;
   stream: boolean;
+  /** Safety categories flagged by any check of the request, sorted; [] when none or off. Never any text. */
+  safety_flags: string[];
+  safety_action: UsageSafetyAction | null;
 }
 
 /** A record that no sink can store; sinks check the whole batch before writing any of it. */
@@ -61,6 +70,9 @@ const APIS: ReadonlySet<string> = new Set<UsageApi>([
   'prediction',
 ]);
 const OUTCOMES: ReadonlySet<string> = new Set<UsageOutcome>(['ok', 'error', 'client_aborted']);
+const SAFETY_ACTIONS: ReadonlySet<string> = new Set<UsageSafetyAction>(['blocked', 'redacted', 'annotated']);
+/** A category name: also safe to join with commas (the ledger and the stream keep the list as one field). */
+const FLAG = /^[a-z_]{1,64}$/;
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const MAX_ID = 128;
 
@@ -106,6 +118,12 @@ export function usageRecordProblem(r: UsageRecord): string | undefined {
     return 'latency_ms and ttft_ms must be finite and >= 0';
   }
   if (typeof r.stream !== 'boolean') return 'stream must be a boolean';
+  if (!Array.isArray(r.safety_flags) || !r.safety_flags.every((f) => typeof f === 'string' && FLAG.test(f))) {
+    return 'safety_flags must be a list of category names';
+  }
+  if (r.safety_action !== null && !SAFETY_ACTIONS.has(r.safety_action)) {
+    return `safety_action must be null or one of ${[...SAFETY_ACTIONS].join(', ')}`;
+  }
   return undefined;
 }
 

@@ -1,8 +1,9 @@
-import type { UsageApi, UsageOutcome, UsageRecord } from './record.js';
+import type { UsageApi, UsageOutcome, UsageRecord, UsageSafetyAction } from './record.js';
 
 /**
  * A record as flat stream fields, so billing can read an entry without JSON. Null values are left out
- * (an empty string would be ambiguous), booleans are '1' / '0', media_units is split in two fields.
+ * (an empty string would be ambiguous), booleans are '1' / '0', media_units is split in two fields,
+ * safety_flags is one comma-separated field (left out when empty).
  */
 export function toStreamFields(r: UsageRecord): string[] {
   const fields = [
@@ -48,6 +49,8 @@ export function toStreamFields(r: UsageRecord): string[] {
   if (r.media_units !== null) {
     fields.push('media_unit', r.media_units.unit, 'media_quantity', String(r.media_units.quantity));
   }
+  if (r.safety_flags.length > 0) fields.push('safety_flags', r.safety_flags.join(','));
+  if (r.safety_action !== null) fields.push('safety_action', r.safety_action);
   return fields;
 }
 
@@ -63,6 +66,7 @@ export function fromStreamFields(fields: readonly string[]): UsageRecord {
   const num = (name: string): number => Number(str(name));
   const optional = (name: string): number | null => (map.has(name) ? num(name) : null);
   const mediaUnit = map.get('media_unit');
+  const flags = map.get('safety_flags');
   return {
     id: str('id'),
     time: str('time'),
@@ -86,5 +90,8 @@ export function fromStreamFields(fields: readonly string[]): UsageRecord {
     latency_ms: num('latency_ms'),
     ttft_ms: optional('ttft_ms'),
     stream: str('stream') === '1',
+    // Entries an older Gantry wrote have no safety fields: nothing was checked.
+    safety_flags: flags === undefined || flags === '' ? [] : flags.split(','),
+    safety_action: (map.get('safety_action') as UsageSafetyAction | undefined) ?? null,
   };
 }

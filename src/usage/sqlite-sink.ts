@@ -1,4 +1,4 @@
-import type { UsageApi, UsageOutcome, UsageRecord } from './record.js';
+import type { UsageApi, UsageOutcome, UsageRecord, UsageSafetyAction } from './record.js';
 import { assertUsageBatch } from './record.js';
 import type { UsageSink } from './sink.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
@@ -26,7 +26,9 @@ CREATE TABLE IF NOT EXISTS usage_records (
   latency_ms REAL NOT NULL,
   ttft_ms REAL,
   stream INTEGER NOT NULL,
-  cache_write_input_tokens INTEGER NOT NULL DEFAULT 0
+  cache_write_input_tokens INTEGER NOT NULL DEFAULT 0,
+  safety_flags TEXT NOT NULL DEFAULT '',
+  safety_action TEXT
 );
 CREATE INDEX IF NOT EXISTS usage_records_account_time ON usage_records (account_id, time);
 CREATE INDEX IF NOT EXISTS usage_records_model_time ON usage_records (model, time);
@@ -59,11 +61,16 @@ export const USAGE_COLUMNS = [
   'ttft_ms',
   'stream',
   'cache_write_input_tokens',
+  'safety_flags',
+  'safety_action',
 ] as const;
 
 /** Columns added after the first ledger schema, with their definitions (see ensureUsageSchema). */
 const ADDED_COLUMNS: ReadonlyArray<readonly [string, string]> = [
   ['cache_write_input_tokens', 'INTEGER NOT NULL DEFAULT 0'],
+  // Comma-separated category names ('' when none), and the action (NULL: off, or written before).
+  ['safety_flags', "TEXT NOT NULL DEFAULT ''"],
+  ['safety_action', 'TEXT'],
 ];
 
 /**
@@ -103,6 +110,8 @@ interface UsageRow {
   ttft_ms: number | null;
   stream: number;
   cache_write_input_tokens: number;
+  safety_flags: string;
+  safety_action: string | null;
 }
 
 export interface UsageQuery {
@@ -232,6 +241,8 @@ export function pushUsageRow(values: UsageRowValues, r: UsageRecord): void {
     r.ttft_ms,
     r.stream ? 1 : 0,
     r.cache_write_input_tokens,
+    r.safety_flags.join(','),
+    r.safety_action,
   );
 }
 
@@ -258,5 +269,7 @@ function fromRow(row: UsageRow): UsageRecord {
     latency_ms: row.latency_ms,
     ttft_ms: row.ttft_ms,
     stream: row.stream === 1,
+    safety_flags: row.safety_flags === '' ? [] : row.safety_flags.split(','),
+    safety_action: row.safety_action as UsageSafetyAction | null,
   };
 }

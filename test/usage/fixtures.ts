@@ -32,6 +32,8 @@ export function makeRecord(overrides: Partial<UsageRecord> = {}): UsageRecord {
     latency_ms: 12.5,
     ttft_ms: odd ? 3.25 : null,
     stream: odd,
+    safety_flags: [],
+    safety_action: null,
     ...overrides,
   };
 }

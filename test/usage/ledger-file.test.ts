@@ -337,13 +337,17 @@ models:
   });
 });
 
-describe('a ledger written before cache_write_input_tokens', () => {
-  const FIRST_SCHEMA = USAGE_SCHEMA.replace(',\n  cache_write_input_tokens INTEGER NOT NULL DEFAULT 0', '');
-  const FIRST_COLUMNS = USAGE_COLUMNS.filter((c) => c !== 'cache_write_input_tokens');
+describe('a ledger written before cache_write_input_tokens and the safety fields', () => {
+  const ADDED = ['cache_write_input_tokens', 'safety_flags', 'safety_action'];
+  const FIRST_SCHEMA = USAGE_SCHEMA.replace(
+    ",\n  cache_write_input_tokens INTEGER NOT NULL DEFAULT 0,\n  safety_flags TEXT NOT NULL DEFAULT '',\n  safety_action TEXT",
+    '',
+  );
+  const FIRST_COLUMNS = USAGE_COLUMNS.filter((c) => !ADDED.includes(c));
 
   /** A usage table of the first schema holding one record, as an older Gantry wrote it. */
   function firstSchemaTable(db: SqliteDatabase, record: UsageRecord): void {
-    expect(FIRST_SCHEMA).not.toContain('cache_write_input_tokens');
+    for (const column of ADDED) expect(FIRST_SCHEMA).not.toContain(column);
     db.exec(FIRST_SCHEMA);
     const values = FIRST_COLUMNS.map((c) =>
       c === 'media_unit' || c === 'media_quantity'
@@ -357,7 +361,7 @@ describe('a ledger written before cache_write_input_tokens', () => {
     ).run(values);
   }
 
-  it('gets the column on open: older rows read 0 and new rows keep their cache writes', async () => {
+  it('gets the columns on open: older rows read 0, no flags, no action; new rows keep theirs', async () => {
     const dir = dataDir();
     mkdirSync(dir, { recursive: true });
     const path = join(dir, 'ledger.db');
@@ -368,12 +372,17 @@ describe('a ledger written before cache_write_input_tokens', () => {
 
     const sink = new SqliteUsageSink(path);
     cleanups.push(() => sink.close());
-    const fresh = makeRecord({ account_id: old.account_id, cache_write_input_tokens: 7 });
+    const fresh = makeRecord({
+      account_id: old.account_id,
+      cache_write_input_tokens: 7,
+      safety_flags: ['jailbreak', 'violence'],
+      safety_action: 'blocked',
+    });
     sink.writeNow([fresh]);
     expect(byId(sink.list({ accountId: old.account_id }))).toEqual(byId([old, fresh]));
   });
 
-  it("moves an older store's usage table without the column into the ledger file", () => {
+  it("moves an older store's usage table without the columns into the ledger file", () => {
     const dir = dataDir();
     const store = new SqliteStore(join(dir, 'gantry.db'));
     cleanups.push(() => store.close());

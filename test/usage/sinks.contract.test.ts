@@ -47,6 +47,25 @@ function sinkContract(create: () => Promise<Harness>): void {
     expect(await h.read()).toEqual([record]);
   });
 
+  it('keeps the safety fields: the flags in their order, the action, and none when the policy was off', async () => {
+    h = await create();
+    const blocked = makeRecord({ safety_flags: ['hate', 'jailbreak', 'pii'], safety_action: 'blocked' });
+    const redacted = makeRecord({ safety_flags: ['pii'], safety_action: 'redacted' });
+    const annotated = makeRecord({ safety_flags: [], safety_action: 'annotated' });
+    const off = makeRecord({ safety_flags: [], safety_action: null });
+    await h.sink.write([blocked, redacted, annotated, off]);
+    expect(byId(await h.read())).toEqual(byId([blocked, redacted, annotated, off]));
+  });
+
+  it('refuses a record whose safety fields could carry text', async () => {
+    h = await create();
+    const bad = makeRecord({ safety_flags: ['violence', 'a user said: hello, world'] });
+    await expect(h.sink.write([makeRecord(), bad])).rejects.toBeInstanceOf(UsageRecordError);
+    const action = makeRecord({ safety_action: 'maybe' as never });
+    await expect(h.sink.write([action])).rejects.toBeInstanceOf(UsageRecordError);
+    expect(await h.read()).toEqual([]);
+  });
+
   it('is idempotent by id: a rewritten batch, a partly new batch and in-batch repeats store each once', async () => {
     h = await create();
     const first = makeRecords(5);
