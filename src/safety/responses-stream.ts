@@ -118,7 +118,7 @@ export async function* safeResponseEvents(
       held.push(event);
       // A window is checked once it is full; the rest waits for more text or for the next other event.
       if (!windows.add(delta)) continue;
-    } else if (windows.waiting > 0) {
+    } else if (held.length > 0) {
       // Whatever follows unchecked text (its done events repeat it whole) waits for its check.
       held.push(event);
     } else {
@@ -126,8 +126,8 @@ export async function* safeResponseEvents(
       yield out(event, raw.event);
       continue;
     }
-    const check = await checkWindow();
-    if (check.blocked) {
+    const check = windows.waiting > 0 ? await checkWindow() : undefined;
+    if (check?.blocked) {
       s.abort();
       held = [];
       yield out(await blockedEnd(), 'response.incomplete');
@@ -141,9 +141,9 @@ export async function* safeResponseEvents(
   }
   // The upstream ended with text still unchecked and no terminal event after it (a cut stream): what
   // passes its check is released; the stream's end is reported where it is relayed.
-  if (held.length > 0 && windows.waiting > 0) {
-    const check = await checkWindow();
-    if (check.blocked) {
+  if (held.length > 0) {
+    const check = windows.waiting > 0 ? await checkWindow() : undefined;
+    if (check?.blocked) {
       s.abort();
       yield out(await blockedEnd(), 'response.incomplete');
       return;

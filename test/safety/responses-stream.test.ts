@@ -304,3 +304,80 @@ describe('safeResponseEvents', () => {
     }
   });
 });
+
+describe('safeResponseEvents, edges', () => {
+  const run = async (events: SseEvent[], mode: 'annotate' | 'block') => {
+    const out: JsonObject[] = [];
+    for await (const e of safeResponseEvents(iterate(events), {
+      active: active(mode),
+      outcome: newSafetyOutcome(),
+      metrics: new Metrics(),
+      windowChars: 32,
+      prompt: contentFilterEntry(
+        'prompt',
+        { results: {}, flagged: [], blocked: false, findings: undefined },
+        0,
+      ),
+      abort: () => {},
+    })) {
+      out.push(JSON.parse(e.data) as JsonObject);
+    }
+    return out;
+  };
+
+  it('block: an empty delta keeps its place among the events', async () => {
+    // An answer with no text but one empty delta, straight before the done events.
+    const events = nativeEvents('');
+    const at = events.findIndex((e) => e.event === 'response.output_text.done');
+    const where = { item_id: 'msg_native1', output_index: 0, content_index: 0 };
+    events.splice(at, 0, {
+      event: 'response.output_text.delta',
+      data: JSON.stringify({ type: 'response.output_text.delta', ...where, delta: '', logprobs: [] }),
+    });
+    const out = await run(events, 'block');
+    expect(out.map((e) => e.type)).toEqual(events.map((e) => e.event));
+    expect(out.map((e) => e.sequence_number)).toEqual(out.map((_, i) => i));
+  });
+
+  it('block: a stream cut after clean text releases it once checked; a cut after flagged text releases nothing of it', async () => {
+    const clean = nativeEvents(CLEAN).filter(
+      (e) => !e.event?.endsWith('.done') && e.event !== 'response.completed',
+    );
+    const cleanOut = await run(clean, 'block');
+    expect(
+      cleanOut
+        .filter((e) => e.type === 'response.output_text.delta')
+        .map((e) => e.delta)
+        .join(''),
+    ).toBe(CLEAN);
+    const violent = nativeEvents(VIOLENT).filter(
+      (e) => !e.event?.endsWith('.done') && e.event !== 'response.completed',
+    );
+    const violentOut = await run(violent, 'block');
+    expect(JSON.stringify(violentOut)).not.toContain('kill');
+    expect(violentOut.at(-1)?.type).toBe('response.incomplete');
+  });
+
+  it('a malformed event is passed on untouched, in annotate and block', async () => {
+    const events: SseEvent[] = [...nativeEvents(CLEAN)];
+    events.splice(2, 0, { event: 'response.output_text.delta', data: '{"broken": ' });
+    for (const mode of ['annotate', 'block'] as const) {
+      const out: string[] = [];
+      for await (const e of safeResponseEvents(iterate(events), {
+        active: active(mode),
+        outcome: newSafetyOutcome(),
+        metrics: new Metrics(),
+        windowChars: 32,
+        prompt: contentFilterEntry(
+          'prompt',
+          { results: {}, flagged: [], blocked: false, findings: undefined },
+          0,
+        ),
+        abort: () => {},
+      })) {
+        out.push(e.data);
+      }
+      expect(out).toContain('{"broken": ');
+    }
+  });
+});
