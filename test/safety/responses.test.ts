@@ -172,6 +172,8 @@ describe.each<Kind>(['bridged', 'native'])('%s', (kind) => {
     const stream = client.responses.stream({ model: model(kind, 'annotate'), input: 'Say something' });
     const seen: ResponseStreamEvent[] = [];
     for await (const event of stream) seen.push(event);
+    for (const event of seen) assertOpenAISchema(EVENT_SCHEMAS[event.type] ?? 'ResponseStreamEvent', event);
+    expect(seen.map((e) => e.sequence_number)).toEqual(seen.map((_, i) => i));
     const final = await stream.finalResponse();
     expect(final.status).toBe('completed');
     expect(final.output_text).toBe(LONG_VIOLENT.trimEnd());
@@ -179,6 +181,23 @@ describe.each<Kind>(['bridged', 'native'])('%s', (kind) => {
     expect(completion?.content_filter_results.violence?.severity).toBe('medium');
     expect(completion?.blocked).toBe(false);
     expect(seen.at(-1)?.type).toBe('response.completed');
+  });
+
+  it('block: profanity is reported but not filtered by the preset (its filter is off)', async () => {
+    upstream().setBehavior({ reply: 'What the fuck' });
+    const response = await client.responses.create({ model: model(kind, 'block'), input: 'Say it' });
+    assertOpenAISchema('Response', response);
+    expect(response.status).toBe('completed');
+    expect(response.output_text).toBe('What the fuck');
+    const [, completion] = filtersOf(response) as Entry[];
+    expect(completion?.content_filter_results.profanity).toEqual({ filtered: false, detected: true });
+  });
+
+  it('off, streamed: the upstream stream as it is, without content_filters', async () => {
+    const { text } = await raw({ model: model(kind, 'off'), input: CLEAN, stream: true });
+    const events = streamEvents(text);
+    expect(events.at(-1)?.type).toBe('response.completed');
+    expect(text).not.toContain('content_filters');
   });
 
   it('block: a jailbreak prompt is a 400 content_filter and never reaches the upstream', async () => {
