@@ -130,6 +130,7 @@ export async function* safeResponseEvents(
     if (check?.blocked) {
       s.abort();
       held = [];
+      for (const e of closeOpenItems(released)) yield out(e, String(e.type));
       yield out(await blockedEnd(), 'response.incomplete');
       return;
     }
@@ -145,6 +146,7 @@ export async function* safeResponseEvents(
     const check = windows.waiting > 0 ? await checkWindow() : undefined;
     if (check?.blocked) {
       s.abort();
+      for (const e of closeOpenItems(released)) yield out(e, String(e.type));
       yield out(await blockedEnd(), 'response.incomplete');
       return;
     }
@@ -154,15 +156,45 @@ export async function* safeResponseEvents(
   /** The response.incomplete event of a blocked stream: what was released, the filters' verdict. */
   async function blockedEnd(): Promise<JsonObject> {
     const response: JsonObject = { ...(snapshot ?? { object: 'response' }) };
-    // Items still open when the stream stopped end incomplete, with the text they were given.
-    const output = [...released.entries()]
-      .sort((a, b) => a[0] - b[0])
-      .map(([, item]) => (item.status === 'in_progress' ? { ...item, status: 'incomplete' } : item));
+    const output = [...released.entries()].sort((a, b) => a[0] - b[0]).map(([, item]) => item);
     blockResponse(response, output);
     response.content_filters = [s.prompt, await completionEntry()];
     s.onComplete?.(response);
     return { type: 'response.incomplete', response };
   }
+}
+
+/**
+ * The done events of the items still open when a blocked stream stops, as OpenAI closes the items of an
+ * incomplete Response: each ends `incomplete` with the text the client was given.
+ */
+function closeOpenItems(released: ReadonlyMap<number, JsonObject>): JsonObject[] {
+  const events: JsonObject[] = [];
+  for (const [index, item] of [...released.entries()].sort((a, b) => a[0] - b[0])) {
+    if (item.status !== 'in_progress') continue;
+    const at = { item_id: item.id, output_index: index };
+    if (item.type === 'message' && Array.isArray(item.content)) {
+      item.content.forEach((part: unknown, contentIndex) => {
+        if (!isObject(part) || part.type !== 'output_text') return;
+        const where = { ...at, content_index: contentIndex };
+        events.push({ type: 'response.output_text.done', ...where, text: part.text, logprobs: [] });
+        events.push({ type: 'response.content_part.done', ...where, part });
+      });
+    } else if (item.type === 'function_call') {
+      events.push({
+        type: 'response.function_call_arguments.done',
+        ...at,
+        ...(typeof item.name === 'string' ? { name: item.name } : {}),
+        arguments: item.arguments,
+      });
+    }
+    events.push({
+      type: 'response.output_item.done',
+      output_index: index,
+      item: { ...item, status: 'incomplete' },
+    });
+  }
+  return events;
 }
 
 /** Keeps `released` as the client's view of the output items (what the SDKs accumulate). */

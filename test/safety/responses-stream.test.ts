@@ -284,6 +284,10 @@ describe('safeResponseEvents', () => {
     for (const text of c.released) expect(deltas).toContain(text);
     if (c.blocked) {
       expect(aborted).toBe(1);
+      // Every item announced is closed before the end, as OpenAI closes those of an incomplete Response.
+      const added = out.filter((e) => e.type === 'response.output_item.added').map((e) => e.output_index);
+      const done = out.filter((e) => e.type === 'response.output_item.done').map((e) => e.output_index);
+      expect(done).toEqual(added);
       expect(last.type).toBe('response.incomplete');
       expect(response.status).toBe('incomplete');
       expect(response.incomplete_details).toEqual({ reason: 'content_filter' });
