@@ -6,7 +6,8 @@
  * stream, so the results reach the client as `content_filters` on the Response of the terminal event
  * (response.completed / response.incomplete), the same shape as a JSON answer (responses.ts).
  *
- * annotate: every event goes out as it comes; windows are checked behind it.
+ * annotate: every event goes out as it comes; windows are checked beside the stream, and the terminal
+ * event waits for their results.
  * block: from the first unchecked delta on, events wait until their window is checked; a flagged window
  * is dropped with everything held behind it, the upstream call is aborted, and the stream ends with
  * `response.incomplete` (content_filter) holding only what was released. Sequence numbers are counted
@@ -68,6 +69,15 @@ export async function* safeResponseEvents(
     return check;
   };
 
+  /** annotate: checks run beside the stream (a remote classifier's latency delays no event). */
+  const running: Promise<SafetyCheck>[] = [];
+  const startCheck = (): void => {
+    const check = checkCompletionText(s, windows.take().text);
+    // Awaited at the terminal event; until then a failure must not count as unhandled.
+    check.catch(() => {});
+    running.push(check);
+  };
+
   const completionEntry = async (): Promise<ContentFilterEntry> => {
     if (checks.length === 0) await checkWindow();
     const check = combineChecks(s.active, checks);
@@ -104,13 +114,15 @@ export async function* safeResponseEvents(
 
     if (!blocking) {
       if (TERMINAL.has(type)) {
-        if (windows.waiting > 0) await checkWindow();
+        if (windows.waiting > 0) startCheck();
+        checks.push(...(await Promise.all(running)));
+        running.length = 0;
         await finish(event);
         yield out(event, raw.event);
         continue;
       }
       yield out(event, raw.event);
-      if (delta !== undefined && windows.add(delta)) await checkWindow();
+      if (delta !== undefined && windows.add(delta)) startCheck();
       continue;
     }
 
