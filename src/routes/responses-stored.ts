@@ -31,6 +31,7 @@ export function passthroughRecord(
   accountId: string,
   model: string,
   provider: string,
+  filtered?: JsonObject,
 ): StoredResponse {
   return {
     id,
@@ -38,7 +39,7 @@ export function passthroughRecord(
     model,
     createdAt: Math.floor(Date.now() / 1000),
     conversation: [],
-    response: { object: PASSTHROUGH, provider },
+    response: { object: PASSTHROUGH, provider, ...(filtered === undefined ? {} : { filtered }) },
   };
 }
 
@@ -53,6 +54,9 @@ export function registerStoredResponseRoutes(app: FastifyInstance, gantry: Gantr
     const stored = find(gantry, request);
     const provider = passthroughProvider(stored);
     if (provider === undefined) return stored.response;
+    // A completion the safety policy blocked: the upstream's copy holds the text the client never got.
+    const filtered = stored.response.filtered;
+    if (filtered !== null && typeof filtered === 'object') return { ...filtered, model: stored.model };
     const query = queryOf(request);
     if (/(^|&)stream=true(&|$)/.test(query)) {
       throw invalidParameter('stream', 'stream is not supported when retrieving a response through Gantry');

@@ -10,7 +10,7 @@ import { type ErrorId, GantryError, inferenceEnvelope } from '../errors.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
-import { jsonAnswer, renameModelInEvent } from '../inference/rename.js';
+import { jsonAnswer, renameModel, renameModelInEvent } from '../inference/rename.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
@@ -26,6 +26,15 @@ import {
   responsesToChat,
   validateResponsesRequest,
 } from '../responses/bridge.js';
+import { type ActiveSafety, activeSafety, newSafetyOutcome } from '../safety/engine.js';
+import {
+  type ContentFilterEntry,
+  checkResponseObject,
+  checkResponsesPrompt,
+  type ResponsesSafety,
+  redactResponsesRequest,
+} from '../safety/responses.js';
+import { safeResponseEvents } from '../safety/responses-stream.js';
 import type { StoredResponse } from '../store/types.js';
 import { sendAnswer } from './answer.js';
 import {
@@ -63,18 +72,33 @@ export async function createResponse(
     const provider = gantry.providers.get(r.provider);
     return provider !== undefined && hasNativeResponses(provider);
   });
+  // Undefined when the policy is off: then nothing of the safety layer runs for this request.
+  const active = activeSafety(gantry.safety, model.entry.namespace, principalOf(request));
   return native
-    ? passThrough(gantry, model, req, request, reply)
-    : bridge(gantry, model, req, request, reply);
+    ? passThrough(gantry, model, req, request, reply, active)
+    : bridge(gantry, model, req, request, reply, active);
+}
+
+/** The request's safety context, and its input with personal data masked where the policy redacts. */
+async function safetyFor(
+  gantry: Gantry,
+  active: ActiveSafety | undefined,
+  req: JsonObject,
+): Promise<{ s: ResponsesSafety | undefined; req: JsonObject }> {
+  if (active === undefined) return { s: undefined, req };
+  const s: ResponsesSafety = { active, outcome: newSafetyOutcome(), metrics: gantry.services.metrics };
+  return { s, req: await redactResponsesRequest(s, req) };
 }
 
 async function passThrough(
   gantry: Gantry,
   model: CatalogModel,
-  req: JsonObject,
+  asked: JsonObject,
   request: InferenceRequest,
   reply: InferenceReply,
+  active: ActiveSafety | undefined,
 ): Promise<InferenceAnswer> {
+  const { s, req } = await safetyFor(gantry, active, asked);
   const requested = req.model as string;
   const body = applyDefaults(req, responsesDefaults(model.entry.defaults));
   const ticket = await openTicket(gantry, request, reply, {
@@ -85,6 +109,11 @@ async function passThrough(
     outputTokens: maxOutputTokens(body, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
+  let prompt: ContentFilterEntry | undefined;
+  if (s) {
+    ticket.safety = s.outcome;
+    prompt = await checkResponsesPrompt(s, req);
+  }
   const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
     request,
@@ -98,16 +127,42 @@ async function passThrough(
   });
   ticket.servedBy(provider.name);
   // GET/DELETE /v1/responses/{id} find the upstream that keeps it through this record.
-  const remember = (id: unknown) => {
+  const remember = (id: unknown, filtered?: JsonObject) => {
     if (req.store === false || typeof id !== 'string') return;
     gantry.store.putResponse(
-      passthroughRecord(id, principalOf(request).account.id, requested, provider.name),
+      passthroughRecord(id, principalOf(request).account.id, requested, provider.name, filtered),
     );
+  };
+  // A blocked completion is kept as the client got it: the upstream's copy still holds the text.
+  const rememberFiltered = (response: JsonObject) => {
+    if (s?.outcome.blocked) remember(response.id, response);
   };
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
     remember(result.body.id);
-    return jsonAnswer(result, requested);
+    if (s === undefined || prompt === undefined) return jsonAnswer(result, requested);
+    const checked = await checkResponseObject(s, result.body, prompt);
+    rememberFiltered(checked);
+    return renameModel(checked, requested);
+  }
+  if (s !== undefined && prompt !== undefined) {
+    // The meter sees the upstream's events before any is held or dropped: what was generated is billed.
+    const upstream = ticket.meterStream(rememberCreated(result.events, remember), true);
+    const events = safeResponseEvents(upstream, {
+      ...s,
+      windowChars: gantry.safety.streamWindowChars,
+      prompt,
+      onComplete: rememberFiltered,
+      abort: () => cancel.abort(),
+    });
+    await sendStream(request, reply, events, {
+      cancel,
+      writeDone: false,
+      errorEvent: responsesErrorEvent,
+      onFailure: ticket.markStreamFailed,
+      ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
+    });
+    return undefined;
   }
   await sendStream(request, reply, rememberCreated(result.events, remember), {
     cancel,
@@ -123,11 +178,14 @@ async function passThrough(
 async function bridge(
   gantry: Gantry,
   model: CatalogModel,
-  req: JsonObject,
+  asked: JsonObject,
   request: InferenceRequest,
   reply: InferenceReply,
+  active: ActiveSafety | undefined,
 ): Promise<JsonObject | undefined> {
-  validateResponsesRequest(req);
+  validateResponsesRequest(asked);
+  // Masked before the conversation is built: neither the upstream nor the stored history sees the original.
+  const { s, req } = await safetyFor(gantry, active, asked);
   const account = principalOf(request).account;
   let previous: ChatMessage[] = [];
   if (typeof req.previous_response_id === 'string') {
@@ -179,6 +237,11 @@ async function bridge(
     outputTokens: maxOutputTokens(upstreamBody, gantry.config.limits.defaultMaxOutputTokens),
     stream: req.stream === true,
   });
+  let prompt: ContentFilterEntry | undefined;
+  if (s) {
+    ticket.safety = s.outcome;
+    prompt = await checkResponsesPrompt(s, req);
+  }
   const { result, provider, cancel } = await dispatch(
     gantry,
     request,
@@ -192,11 +255,27 @@ async function bridge(
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
     const response = chatCompletionToResponse(result.body, meta);
+    if (s !== undefined && prompt !== undefined) await checkResponseObject(s, response, prompt);
     remember(response);
     return response;
   }
   // The bridge needs the chat usage chunk to build the final Response, so the meter keeps it.
-  const events = chatStreamToResponseEvents(ticket.meterStream(result.events, true), meta, remember);
+  const bridged = chatStreamToResponseEvents(
+    ticket.meterStream(result.events, true),
+    meta,
+    s === undefined ? remember : () => {},
+  );
+  // With safety, the history is the Response as the client got it (filtered when blocked).
+  const events =
+    s === undefined || prompt === undefined
+      ? bridged
+      : safeResponseEvents(bridged, {
+          ...s,
+          windowChars: gantry.safety.streamWindowChars,
+          prompt,
+          onComplete: remember,
+          abort: () => cancel.abort(),
+        });
   await sendStream(request, reply, events, {
     cancel,
     writeDone: false,
