@@ -69,14 +69,18 @@ export interface PromptPart {
   source: Extract<TextSource, 'prompt' | 'document'>;
 }
 
-/** Checks the prompt's texts as one prompt (Azure's prompt_index 0). */
+/**
+ * Checks the prompt's texts as one prompt (Azure's prompt_index 0). `known`: findings already made
+ * (e.g. personal data masked before the check), merged into the classifier's.
+ */
 export async function checkPrompt(
   active: ActiveSafety,
   parts: readonly PromptPart[],
   signal?: AbortSignal,
+  known?: Findings,
 ): Promise<SafetyCheck> {
   return check(active, 'prompt', signal, async () => {
-    const found: Findings[] = [];
+    const found: Findings[] = known === undefined ? [] : [known];
     for (const part of parts) {
       if (part.text === '') continue;
       found.push(await classify(active.classifier, part.text, part.source, signal));
