@@ -277,7 +277,11 @@ describe('annotate', () => {
     const annotations = local.chunks.filter((c) => c.choices[0]?.content_filter_offsets !== undefined);
     expect(annotations.length).toBeGreaterThan(0);
     expect(
-      annotations.some((c) => (c.choices[0]?.content_filter_results as Json).profanity !== undefined),
+      annotations.some((c) => {
+        const results = (c.choices[0]?.content_filter_results ?? {}) as { profanity?: { detected: boolean } };
+        // The local model echoes the prompt: its answer is profane too.
+        return results.profanity?.detected === true;
+      }),
     ).toBe(true);
   });
 });
