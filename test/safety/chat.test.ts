@@ -452,3 +452,30 @@ describe('redact', () => {
     expect(logs.join('\n')).not.toContain(EMAIL);
   });
 });
+
+describe('the embedded default', () => {
+  it('annotates gantry/local-chat, JSON and stream, and leaves embeddings alone', async () => {
+    const embedded = await startGantry(
+      readFileSync(new URL('../../config/gantry.yaml', import.meta.url), 'utf8'),
+    );
+    try {
+      const sdk = new OpenAI({ baseURL: embedded.baseURL, apiKey: embedded.key, maxRetries: 0 });
+      const answer = (await sdk.chat.completions.create({
+        model: 'gantry/local-chat',
+        messages: user(CLEAN),
+      })) as unknown as Json & { choices: Json[] };
+      expect(answer.prompt_filter_results).toEqual([
+        { prompt_index: 0, content_filter_results: expect.objectContaining(HARM_CLEAN) },
+      ]);
+      expect(answer.choices[0]?.content_filter_results).toMatchObject(HARM_CLEAN);
+      const final = await sdk.chat.completions
+        .stream({ model: 'gantry/local-chat', messages: user(CLEAN) })
+        .finalChatCompletion();
+      expect(final.choices[0]?.message.content).toContain(`You said: ${CLEAN}`);
+      const vectors = await sdk.embeddings.create({ model: 'gantry/local-embed', input: PROFANE });
+      expect(JSON.stringify(vectors)).not.toContain('filter_results');
+    } finally {
+      await embedded.close();
+    }
+  });
+});
