@@ -366,6 +366,11 @@ describe('block', () => {
     expect(usage?.completion_tokens).toBeGreaterThan(0);
     const [upstream] = await openai.waitForRequests(1);
     expect(await upstream?.settled).toBe('aborted');
+    // Metered as delivered: the usage record says what the usage chunk said.
+    const account = gantry.store.getAccountByName('test');
+    const records = await ledgerRecords(gantry, account?.id ?? '', 1);
+    const record = records.find((r) => r.model === 's/block' && r.stream && r.status === 200);
+    expect(record?.output_tokens).toBe(usage?.completion_tokens);
   });
 
   it('a clean stream: everything, and the SDK helper finishes', async () => {
