@@ -484,3 +484,39 @@ describe('the embedded default', () => {
     }
   });
 });
+
+describe('served by fastify (no fast path)', () => {
+  it('refuses a blocked prompt and annotates a stream the same way', async () => {
+    const slow = await startGantry(
+      `
+providers:
+  local: { kind: local }
+tiers: { default: {} }
+models:
+  - { namespace: s/block, name: b, type: text, routes: [{ provider: local, model: local-chat }], safety: block }
+`,
+      {},
+      { fastPath: false },
+    );
+    try {
+      const sdk = new OpenAI({ baseURL: slow.baseURL, apiKey: slow.key, maxRetries: 0 });
+      const err = await errorOf(sdk.chat.completions.create({ model: 's/block', messages: user(JAILBREAK) }));
+      expect(err.status).toBe(400);
+      expect(err.code).toBe('content_filter');
+      expect((err.error as { innererror?: unknown }).innererror).toBeDefined();
+      // A clean stream: the prompt's chunk and the windows' annotations, then [DONE].
+      const res = await fetch(`${slow.baseURL}/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${slow.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 's/block', messages: user(CLEAN), stream: true }),
+      });
+      const text = await res.text();
+      expect(res.status).toBe(200);
+      expect(text).toContain('"prompt_filter_results"');
+      expect(text).toContain('"content_filter_offsets"');
+      expect(text.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    } finally {
+      await slow.close();
+    }
+  });
+});
