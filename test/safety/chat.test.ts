@@ -373,6 +373,19 @@ describe('block', () => {
     expect(record?.output_tokens).toBe(usage?.completion_tokens);
   });
 
+  it('a flagged tool call in a stream: its arguments held and never sent', async () => {
+    openai.enqueue({ toolCall: { name: 'say', arguments: JSON.stringify({ text: VIOLENT }) } });
+    const res = await post({
+      model: 's/block',
+      messages: user(CLEAN),
+      stream: true,
+      tools: [{ type: 'function', function: { name: 'say', parameters: { type: 'object' } } }],
+    });
+    expect(res.text).not.toContain('kill');
+    const ends = res.chunks.flatMap((c) => c.choices).filter((ch) => ch.finish_reason !== null);
+    expect(ends.map((e) => e.finish_reason)).toEqual(['content_filter']);
+  });
+
   it('a clean stream: everything, and the SDK helper finishes', async () => {
     openai.enqueue({ reply: LONG_CLEAN });
     const final = await client()
