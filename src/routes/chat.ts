@@ -3,6 +3,7 @@ import { countChatInputTokens } from '../../providers/tokens.js';
 import type { JsonObject } from '../../providers/types.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
+import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isRoleOnlyChunk } from '../inference/preamble.js';
@@ -143,7 +144,9 @@ async function safeChatCompletions(
   ticket.safety = outcome;
   const ctx: ChatSafetyContext = { active, outcome, metrics: gantry.services.metrics };
   // The prompt as it goes upstream (masked) is what is checked: the original reaches no classifier.
-  const prompt = checkChatPrompt(ctx, messages, masked);
+  // A remote check stops when the client leaves (a local one never waits).
+  const gone = active.classifier.name === 'offline' ? undefined : clientGoneSignal(reply);
+  const prompt = checkChatPrompt(ctx, messages, masked, gone);
   if (policy.mode === 'block') {
     const check = await prompt;
     if (check.blocked) throw blockedPromptError(check);
@@ -164,7 +167,7 @@ async function safeChatCompletions(
   ticket.servedBy(provider.name);
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
-    const answered = await annotateChatCompletion(ctx, result.body, prompt);
+    const answered = await annotateChatCompletion(ctx, result.body, prompt, gone);
     return renameModel(answered, requested);
   }
   const meter = ticket.streamMeter(clientWantsUsage);
@@ -183,6 +186,7 @@ async function safeChatCompletions(
       };
     },
     abort: () => cancel.abort(),
+    ...(gone === undefined ? {} : { signal: cancel.signal }),
   });
   await sendStream(request, reply, events, {
     cancel,

@@ -87,12 +87,13 @@ export async function checkChatPrompt(
   ctx: ChatSafetyContext,
   messages: unknown,
   masked: number,
+  signal?: AbortSignal,
 ): Promise<SafetyCheck> {
   const started = performance.now();
   const check = await checkPrompt(
     ctx.active,
     chatPromptParts(messages),
-    undefined,
+    signal,
     masked > 0 ? { harm: {}, detected: { pii: true } } : undefined,
   );
   recordCheck(
