@@ -18,11 +18,11 @@ import {
   requireImageCapability,
   validateChatRequest,
 } from '../inference/validate.js';
-import type { PiiKind } from '../safety/categories.js';
 import {
   annotateChatCompletion,
   type ChatSafetyContext,
   checkChatPrompt,
+  redactKinds,
   redactMessages,
 } from '../safety/chat.js';
 import { safeChatStream } from '../safety/chat-stream.js';
@@ -115,7 +115,7 @@ async function safeChatCompletions(
   if (policy.redact.length > 0) {
     // config/load.ts always has the built-in offline classifier (registry.ts).
     const offline = gantry.safety.classifiers.get('offline')?.classifier ?? active.classifier;
-    const redacted = redactMessages(messages, new Set<PiiKind>(policy.redact), offline);
+    const redacted = redactMessages(messages, redactKinds(policy), offline);
     messages = redacted.messages;
     masked = redacted.masked;
   }

@@ -17,11 +17,24 @@ import {
   type SafetyCheck,
   type SafetyOutcome,
 } from './engine.js';
+import type { SafetyPolicy } from './policy.js';
 import { chatPromptParts } from './prompt-text.js';
 import { maskText } from './redact.js';
 
 /** Roles whose text is masked: everything but the model's own (assistant) turns. */
 const MASKED_ROLES: ReadonlySet<unknown> = new Set(['user', 'system', 'developer', 'tool', 'function']);
+
+/** Each policy's `redact` as a set, made once per policy (policies are built at start and kept). */
+const KINDS = new WeakMap<SafetyPolicy, ReadonlySet<PiiKind>>();
+
+export function redactKinds(policy: SafetyPolicy): ReadonlySet<PiiKind> {
+  let kinds = KINDS.get(policy);
+  if (kinds === undefined) {
+    kinds = new Set(policy.redact);
+    KINDS.set(policy, kinds);
+  }
+  return kinds;
+}
 
 export interface Redacted {
   /** The messages with the listed kinds masked (the same array when nothing was found). */
