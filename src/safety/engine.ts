@@ -45,7 +45,17 @@ export function activeSafety(
   model: string,
   principal: { account: { name: string }; key: { name: string } },
 ): ActiveSafety | undefined {
-  const policy = resolvePolicy(safety.table, model, principal.account.name, principal.key.name);
+  const table = safety.table;
+  // A config that names no policy anywhere (the common case) costs four reads, not the key's lookup.
+  if (
+    table.defaultPolicy === 'off' &&
+    table.byModel.size === 0 &&
+    table.byAccount.size === 0 &&
+    table.byKey.size === 0
+  ) {
+    return undefined;
+  }
+  const policy = resolvePolicy(table, model, principal.account.name, principal.key.name);
   if (policy.mode === 'off') return undefined;
   // config/load.ts checks every classifier name at start.
   const entry = safety.classifiers.get(policy.classifier) as ClassifierEntry;
@@ -69,14 +79,18 @@ export interface PromptPart {
   source: Extract<TextSource, 'prompt' | 'document'>;
 }
 
-/** Checks the prompt's texts as one prompt (Azure's prompt_index 0). */
+/**
+ * Checks the prompt's texts as one prompt (Azure's prompt_index 0). `known`: findings already made
+ * (e.g. personal data masked before the check), merged into the classifier's.
+ */
 export async function checkPrompt(
   active: ActiveSafety,
   parts: readonly PromptPart[],
   signal?: AbortSignal,
+  known?: Findings,
 ): Promise<SafetyCheck> {
   return check(active, 'prompt', signal, async () => {
-    const found: Findings[] = [];
+    const found: Findings[] = known === undefined ? [] : [known];
     for (const part of parts) {
       if (part.text === '') continue;
       found.push(await classify(active.classifier, part.text, part.source, signal));

@@ -1,0 +1,327 @@
+/**
+ * The safety layer on a chat completion stream (README, "Safety" → "Chat completions"), after Azure
+ * OpenAI's streaming content filter:
+ *
+ * - a chunk `choices: []` with `prompt_filter_results` comes before the first upstream chunk (or, for a
+ *   remote check still running in annotate mode, as soon as it is ready, before `[DONE]` at the latest);
+ * - the completion text of each choice (content, refusal, tool call arguments) is cut in windows
+ *   (window.ts) and each checked window is followed by an annotation chunk
+ *   `choices: [{index, delta: {}, finish_reason: null, content_filter_results, content_filter_offsets}]`;
+ * - annotate: nothing is held back, annotations follow the text they cover;
+ * - block: a choice's chunks are held until the window their text belongs to passed the check, then
+ *   released in order. A flagged window releases nothing: the choice ends with a chunk
+ *   `finish_reason: "content_filter"` carrying the results; once every choice is over, the upstream is
+ *   stopped and a usage chunk for what was delivered follows (the meter drops it if the client did not
+ *   ask for usage).
+ *
+ * Chunks are passed on as the upstream's own event (never re-serialised) unless one chunk carries
+ * several choices in block mode, which is split per choice. Annotate mode parses only chunks that carry
+ * completion text or a finish reason.
+ */
+import type { JsonObject, SseEvent } from '../../providers/types.js';
+import type { ChatSafetyContext } from './chat.js';
+import { checkChatCompletion } from './chat.js';
+import { promptFilterResults, type SafetyCheck } from './engine.js';
+import { TextWindows, type Window } from './window.js';
+
+/** Chunks that may carry completion text or end a choice (compact JSON or with spaces). */
+const TEXT_OR_FINISH = /"(?:content|refusal|arguments)"\s*:\s*"[^"]|"finish_reason"\s*:\s*"/;
+
+export interface ChatStreamSafety {
+  ctx: ChatSafetyContext;
+  /** Characters per checked window (`safety.stream_window_chars`). */
+  windowChars: number;
+  /** The prompt check: settled already in block mode, maybe still running in annotate mode. */
+  prompt: Promise<SafetyCheck>;
+  /** Choices the request asked for (`n`): the upstream is stopped once all of them were filtered. */
+  choices: number;
+  /** The usage chunk's `usage` for a stream the filter ended (what was delivered). */
+  deliveredUsage: () => JsonObject;
+  /** Stops the upstream call (a stream the filter ended). */
+  abort: () => void;
+  signal?: AbortSignal;
+}
+
+interface Ids {
+  id: unknown;
+  object: unknown;
+  created: unknown;
+  model: unknown;
+}
+
+/** A check running while the stream goes on (annotate mode): its annotation is written once it is ready. */
+class Pending<T> {
+  done = false;
+  value: T | undefined;
+  error: unknown;
+  readonly promise: Promise<void>;
+
+  constructor(promise: Promise<T>) {
+    this.promise = promise.then(
+      (value) => {
+        this.done = true;
+        this.value = value;
+      },
+      (error: unknown) => {
+        this.done = true;
+        this.error = error ?? new Error('safety check failed');
+      },
+    );
+  }
+
+  /** The value; throws what the check threw. Call only when done. */
+  get(): T {
+    if (this.error !== undefined) throw this.error;
+    return this.value as T;
+  }
+}
+
+interface ChoiceState {
+  windows: TextWindows;
+  /** Block mode: chunks waiting for their window's check. */
+  held: SseEvent[];
+  /** The choice's finish chunk went out, or the filter ended it. */
+  over: boolean;
+  filtered: boolean;
+}
+
+/** The stream as the client gets it. */
+export async function* safeChatStream(
+  events: AsyncIterable<SseEvent>,
+  s: ChatStreamSafety,
+): AsyncGenerator<SseEvent> {
+  const block = s.ctx.active.policy.mode === 'block';
+  const states = new Map<number, ChoiceState>();
+  const annotations: Array<Pending<SseEvent>> = [];
+  const prompt = new Pending(s.prompt);
+  let promptSent = false;
+  let ids: Ids | undefined;
+  let filteredChoices = 0;
+
+  const state = (index: number): ChoiceState => {
+    let st = states.get(index);
+    if (st === undefined) {
+      st = { windows: new TextWindows(s.windowChars), held: [], over: false, filtered: false };
+      states.set(index, st);
+    }
+    return st;
+  };
+  const chunk = (extra: JsonObject): SseEvent => ({
+    data: JSON.stringify({ ...(ids as Ids), object: 'chat.completion.chunk', ...extra }),
+  });
+  const promptChunk = (): SseEvent =>
+    chunk({ choices: [], prompt_filter_results: promptFilterResults(prompt.get()) });
+  const annotation = (index: number, window: Window, check: SafetyCheck, finish: string | null): SseEvent =>
+    chunk({
+      choices: [
+        {
+          index,
+          delta: {},
+          finish_reason: finish,
+          content_filter_results: check.results,
+          content_filter_offsets: {
+            check_offset: window.end - window.text.length,
+            start_offset: window.start,
+            end_offset: window.end,
+          },
+        },
+      ],
+    });
+
+  /** Block mode: checks the choice's waiting text; its held chunks go out, or the filter ends it. */
+  async function* settle(index: number, st: ChoiceState): AsyncGenerator<SseEvent> {
+    let check: SafetyCheck | undefined;
+    let window: Window | undefined;
+    if (st.windows.waiting > 0) {
+      window = st.windows.take();
+      check = await checkChatCompletion(s.ctx, window.text, s.signal);
+    }
+    if (check?.blocked === true && window !== undefined) {
+      st.held = [];
+      st.over = true;
+      st.filtered = true;
+      filteredChoices++;
+      yield annotation(index, window, check, 'content_filter');
+      return;
+    }
+    const held = st.held;
+    st.held = [];
+    yield* held;
+    if (check !== undefined && window !== undefined) yield annotation(index, window, check, null);
+  }
+
+  /** Annotate mode: starts the check of the choice's waiting text; its annotation follows when ready. */
+  const annotate = (index: number, st: ChoiceState): void => {
+    if (st.windows.waiting === 0) return;
+    const window = st.windows.take();
+    annotations.push(
+      new Pending(
+        checkChatCompletion(s.ctx, window.text, s.signal).then((check) =>
+          annotation(index, window, check, null),
+        ),
+      ),
+    );
+  };
+
+  /** Annotations (and the prompt's results) that are ready, in order. */
+  function* ready(): Generator<SseEvent> {
+    if (!promptSent && prompt.done && ids !== undefined) {
+      promptSent = true;
+      yield promptChunk();
+    }
+    while (annotations.length > 0 && (annotations[0] as Pending<SseEvent>).done) {
+      yield (annotations.shift() as Pending<SseEvent>).get();
+    }
+  }
+
+  /**
+   * Every choice's waiting text checked and its annotations written: before a chunk without choices (the
+   * usage chunk comes last, as in any chat stream), and at the end.
+   */
+  async function* flushAll(): AsyncGenerator<SseEvent> {
+    for (const [index, st] of states) {
+      if (st.filtered) continue;
+      if (block) yield* settle(index, st);
+      else annotate(index, st);
+    }
+    for (const pending of annotations.splice(0)) {
+      await pending.promise;
+      yield pending.get();
+    }
+  }
+
+  /** Annotate mode: notes one choice's text; the chunk itself has gone out already. */
+  const note = (choice: JsonObject): void => {
+    const index = typeof choice.index === 'number' ? choice.index : 0;
+    const st = state(index);
+    const text = choiceText(choice.delta);
+    if (text !== '' && st.windows.add(text)) annotate(index, st);
+    if (typeof choice.finish_reason === 'string') {
+      st.over = true;
+      annotate(index, st);
+    }
+  };
+
+  /** Block mode: one choice of a chunk; `event` is a chunk carrying only this choice. */
+  async function* hold(event: SseEvent, choice: JsonObject): AsyncGenerator<SseEvent> {
+    const index = typeof choice.index === 'number' ? choice.index : 0;
+    const st = state(index);
+    if (st.filtered) return;
+    const text = choiceText(choice.delta);
+    const finishes = typeof choice.finish_reason === 'string';
+    if (text === '' && !finishes && st.held.length === 0) {
+      yield event;
+      return;
+    }
+    st.held.push(event);
+    const due = text !== '' && st.windows.add(text);
+    if (finishes) st.over = true;
+    if (due || finishes) yield* settle(index, st);
+  }
+
+  const it = events[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      const next = await it.next();
+      if (next.done) break;
+      const event = next.value;
+      const data = event.data;
+      if (ids === undefined) {
+        const first = parseChunk(data);
+        ids = {
+          id: first?.id ?? '',
+          object: 'chat.completion.chunk',
+          created: first?.created ?? 0,
+          model: first?.model ?? '',
+        };
+        if (block) {
+          // The prompt was checked before the upstream was called: its results come first.
+          await prompt.promise;
+        }
+        yield* ready();
+      }
+      const anyHeld = block && hasHeld(states);
+      if (!anyHeld && !TEXT_OR_FINISH.test(data)) {
+        // No text, nothing held: a role chunk, reasoning, the usage chunk. A chunk without choices
+        // (usage) waits for the text still unchecked.
+        if (states.size > 0 && /"choices"\s*:\s*\[\s*\]/.test(data)) yield* flushAll();
+        yield event;
+        yield* ready();
+        continue;
+      }
+      const parsed = parseChunk(data);
+      const choices =
+        parsed !== undefined && Array.isArray(parsed.choices) ? (parsed.choices as JsonObject[]) : [];
+      if (parsed === undefined) {
+        yield event;
+      } else if (choices.length === 0) {
+        yield* flushAll();
+        yield event;
+      } else if (!block) {
+        yield event;
+        for (const choice of choices) note(choice);
+      } else if (choices.length === 1) {
+        yield* hold(event, choices[0] as JsonObject);
+      } else {
+        // Held per choice: a chunk carrying several is split.
+        for (const choice of choices) {
+          yield* hold({ ...event, data: JSON.stringify({ ...parsed, choices: [choice] }) }, choice);
+        }
+      }
+      if (block && filteredChoices > 0 && filteredChoices >= s.choices && allOver(states)) {
+        // Every choice was filtered: nothing more goes to the client, and the upstream stops.
+        s.abort();
+        yield chunk({ choices: [], usage: s.deliveredUsage() });
+        return;
+      }
+      yield* ready();
+    }
+    yield* flushAll();
+    if (!promptSent) {
+      await prompt.promise;
+      if (ids === undefined) ids = { id: '', object: 'chat.completion.chunk', created: 0, model: '' };
+      promptSent = true;
+      yield promptChunk();
+    }
+  } finally {
+    // The client left or the filter ended the stream: the upstream's connection is let go.
+    await it.return?.();
+  }
+}
+
+function hasHeld(states: ReadonlyMap<number, ChoiceState>): boolean {
+  for (const st of states.values()) if (st.held.length > 0) return true;
+  return false;
+}
+
+function allOver(states: ReadonlyMap<number, ChoiceState>): boolean {
+  for (const st of states.values()) if (!st.over) return false;
+  return true;
+}
+
+function parseChunk(data: string): JsonObject | undefined {
+  try {
+    const value: unknown = JSON.parse(data);
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as JsonObject)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The text of a delta the completion check reads: content, refusal, tool call arguments. */
+export function choiceText(delta: unknown): string {
+  if (delta === null || typeof delta !== 'object') return '';
+  const d = delta as { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+  let text = '';
+  if (typeof d.content === 'string') text += d.content;
+  if (typeof d.refusal === 'string') text += d.refusal;
+  if (Array.isArray(d.tool_calls)) {
+    for (const call of d.tool_calls) {
+      const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments;
+      if (typeof args === 'string') text += args;
+    }
+  }
+  return text;
+}

@@ -1,0 +1,317 @@
+/**
+ * safeChatStream (src/safety/chat-stream.ts) on scripted upstream chunks, with the real offline
+ * classifier: what goes out, in which order, in annotate and block mode.
+ */
+import { describe, expect, it } from 'vitest';
+import type { SseEvent } from '../../providers/types.js';
+import { Metrics } from '../../src/metrics.js';
+import type { ChatSafetyContext } from '../../src/safety/chat.js';
+import { checkChatPrompt } from '../../src/safety/chat.js';
+import { safeChatStream } from '../../src/safety/chat-stream.js';
+import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js';
+import { offlineClassifier } from '../../src/safety/offline/index.js';
+import { PRESET_POLICIES } from '../../src/safety/policy.js';
+import { assertOpenAISchema } from '../helpers/openapi.js';
+
+const VIOLENT = 'I am going to kill you, I know where you live and I have a gun';
+const CLEAN = 'Have a lovely day';
+
+type Chunk = Record<string, unknown> & { choices: Array<Record<string, unknown>> };
+
+const head = { id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1_700_000_000, model: 'm' };
+
+function chunk(choices: Array<Record<string, unknown>>, extra: Record<string, unknown> = {}): SseEvent {
+  return { data: JSON.stringify({ ...head, choices, ...extra }) };
+}
+const role = (index = 0) =>
+  chunk([{ index, delta: { role: 'assistant', content: '' }, finish_reason: null }]);
+const text = (content: string, index = 0) => chunk([{ index, delta: { content }, finish_reason: null }]);
+const args = (piece: string, index = 0) =>
+  chunk([
+    { index, delta: { tool_calls: [{ index: 0, function: { arguments: piece } }] }, finish_reason: null },
+  ]);
+const finish = (reason = 'stop', index = 0) => chunk([{ index, delta: {}, finish_reason: reason }]);
+const usage = () => chunk([], { usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 } });
+/** Words one chunk each, as upstreams stream them. */
+const words = (t: string, index = 0) => (t.match(/\s*\S+/g) ?? []).map((w) => text(w, index));
+
+async function* upstream(events: SseEvent[], state: { closed: boolean; read: number }) {
+  try {
+    for (const e of events) {
+      state.read++;
+      yield e;
+    }
+  } finally {
+    state.closed = true;
+  }
+}
+
+interface Run {
+  out: Chunk[];
+  raw: string;
+  aborted: boolean;
+  upstreamRead: number;
+  closed: boolean;
+  ctx: ChatSafetyContext;
+}
+
+async function run(
+  mode: 'annotate' | 'block',
+  events: SseEvent[],
+  options: { window?: number; choices?: number; prompt?: string } = {},
+): Promise<Run> {
+  const active: ActiveSafety = {
+    policy: PRESET_POLICIES[mode] as ActiveSafety['policy'],
+    classifier: offlineClassifier(),
+    onFailure: 'open',
+  };
+  const ctx: ChatSafetyContext = {
+    active,
+    outcome: newSafetyOutcome(),
+    metrics: new Metrics({ processMetrics: false }),
+  };
+  const prompt = checkChatPrompt(ctx, [{ role: 'user', content: options.prompt ?? CLEAN }], 0);
+  // Ready before the upstream's first chunk, as an offline check is in Gantry (the upstream is a network away).
+  await prompt;
+  const state = { closed: false, read: 0 };
+  let aborted = false;
+  const out: Chunk[] = [];
+  let raw = '';
+  for await (const event of safeChatStream(upstream(events, state), {
+    ctx,
+    windowChars: options.window ?? 20,
+    prompt,
+    choices: options.choices ?? 1,
+    deliveredUsage: () => ({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }),
+    abort: () => {
+      aborted = true;
+    },
+  })) {
+    raw += event.data;
+    const parsed = JSON.parse(event.data) as Chunk;
+    assertOpenAISchema('CreateChatCompletionStreamResponse', parsed);
+    out.push(parsed);
+  }
+  return { out, raw, aborted, upstreamRead: state.read, closed: state.closed, ctx };
+}
+
+/** The completion text the client got for one choice. */
+function delivered(out: Chunk[], index = 0): string {
+  let t = '';
+  for (const c of out) {
+    for (const ch of c.choices) {
+      if (ch.index !== index) continue;
+      const d = ch.delta as { content?: string; tool_calls?: Array<{ function?: { arguments?: string } }> };
+      if (typeof d.content === 'string') t += d.content;
+      for (const call of d.tool_calls ?? []) t += call.function?.arguments ?? '';
+    }
+  }
+  return t;
+}
+
+const annotationsOf = (out: Chunk[], index = 0) =>
+  out.filter((c) => c.choices.some((ch) => ch.index === index && 'content_filter_offsets' in ch));
+
+const LONG_CLEAN = `${CLEAN}, and thank you for the lovely flowers you sent last week.`;
+
+describe('safeChatStream', () => {
+  const cases: Array<{
+    name: string;
+    mode: 'annotate' | 'block';
+    events: SseEvent[];
+    window?: number;
+    choices?: number;
+    /** The text the client must get (choice 0), exactly. */
+    text: string;
+    /** The finish reason the client sees last for choice 0. */
+    finish: string;
+    /** The upstream was stopped (block mode, flagged). */
+    aborted: boolean;
+    flagged: boolean;
+  }> = [
+    {
+      name: 'annotate, clean: everything, annotated',
+      mode: 'annotate',
+      events: [role(), ...words(LONG_CLEAN), finish(), usage()],
+      text: LONG_CLEAN,
+      finish: 'stop',
+      aborted: false,
+      flagged: false,
+    },
+    {
+      name: 'annotate, violent: nothing held back, the violence annotated',
+      mode: 'annotate',
+      events: [role(), ...words(`${CLEAN}. ${VIOLENT}.`), finish(), usage()],
+      text: `${CLEAN}. ${VIOLENT}.`,
+      finish: 'stop',
+      aborted: false,
+      flagged: true,
+    },
+    {
+      name: 'block, clean: everything, in order',
+      mode: 'block',
+      events: [role(), ...words(LONG_CLEAN), finish(), usage()],
+      text: LONG_CLEAN,
+      finish: 'stop',
+      aborted: false,
+      flagged: false,
+    },
+    {
+      name: 'block, violent after clean windows: the clean windows only, then content_filter',
+      mode: 'block',
+      window: 20,
+      events: [role(), ...words(`${LONG_CLEAN} ${VIOLENT}. ${LONG_CLEAN}`), finish(), usage()],
+      // The windows of 20+ characters before the violent one pass; the one holding "kill" does not.
+      text: 'Have a lovely day, and thank you for the lovely flowers you sent last week. I am going to',
+      finish: 'content_filter',
+      aborted: true,
+      flagged: true,
+    },
+    {
+      name: 'block, violent tool call arguments: filtered',
+      mode: 'block',
+      events: [role(), args('{"say":'), args(` "${VIOLENT}"}`), finish('tool_calls'), usage()],
+      text: '',
+      finish: 'content_filter',
+      aborted: true,
+      flagged: true,
+    },
+    {
+      name: 'block, violent last window (shorter than a window): checked at the finish chunk',
+      mode: 'block',
+      window: 1000,
+      events: [role(), ...words(VIOLENT), finish(), usage()],
+      text: '',
+      finish: 'content_filter',
+      aborted: true,
+      flagged: true,
+    },
+  ];
+
+  for (const c of cases) {
+    it(c.name, async () => {
+      const r = await run(c.mode, c.events, { window: c.window ?? 20 });
+      // The prompt's results come first.
+      expect(r.out[0]?.choices).toEqual([]);
+      expect(r.out[0]?.prompt_filter_results).toEqual([
+        expect.objectContaining({ prompt_index: 0, content_filter_results: expect.any(Object) }),
+      ]);
+      expect(r.out[0]?.id).toBe(head.id);
+      expect(delivered(r.out)).toBe(c.text);
+      const finishes = r.out
+        .flatMap((o) => o.choices.map((ch) => ch.finish_reason))
+        .filter((f) => f !== null);
+      expect(finishes.at(-1)).toBe(c.finish);
+      expect(r.aborted).toBe(c.aborted);
+      expect(r.closed).toBe(true);
+      expect(r.ctx.outcome.blocked).toBe(c.mode === 'block' && c.flagged);
+      expect(r.ctx.outcome.flagged.has('violence')).toBe(c.flagged);
+      if (c.mode === 'block') expect(r.raw).not.toContain('kill');
+      // The last chunk is the usage chunk (the upstream's, or the delivered usage of a filtered stream).
+      expect(r.out.at(-1)?.usage).toBeDefined();
+
+      // Annotations: contiguous windows over what the client got, each after the text it covers.
+      let seen = '';
+      let next = 0;
+      for (const o of r.out) {
+        for (const ch of o.choices) {
+          const off = ch.content_filter_offsets as
+            | { check_offset: number; start_offset: number; end_offset: number }
+            | undefined;
+          if (off === undefined) {
+            seen += delivered([o]);
+            continue;
+          }
+          expect(off.start_offset).toBe(next);
+          expect(off.check_offset).toBeLessThanOrEqual(off.start_offset);
+          next = off.end_offset;
+          if (ch.finish_reason !== 'content_filter')
+            expect(seen.length).toBeGreaterThanOrEqual(off.end_offset);
+          expect(ch.content_filter_results).toHaveProperty('violence');
+        }
+      }
+      if (c.finish !== 'content_filter') expect(next).toBe(c.text.length);
+      expect(annotationsOf(r.out).length).toBeGreaterThan(0);
+      if (c.aborted) expect(r.upstreamRead).toBeLessThan(c.events.length);
+    });
+  }
+
+  it('annotate: the flagged window says so, unfiltered', async () => {
+    const r = await run('annotate', [role(), ...words(`${CLEAN}. ${VIOLENT}.`), finish()], { window: 1000 });
+    const [annotation] = annotationsOf(r.out);
+    expect(annotation?.choices[0]?.content_filter_results).toMatchObject({
+      violence: { filtered: false, severity: 'medium' },
+    });
+  });
+
+  it('block, n = 2: a flagged choice ends alone, the other goes on', async () => {
+    const events = [
+      role(0),
+      role(1),
+      ...words(VIOLENT, 0),
+      ...words(LONG_CLEAN, 1),
+      finish('stop', 0),
+      finish('stop', 1),
+      usage(),
+    ];
+    const r = await run('block', events, { window: 1000, choices: 2 });
+    expect(delivered(r.out, 0)).toBe('');
+    expect(delivered(r.out, 1)).toBe(LONG_CLEAN);
+    expect(r.aborted).toBe(false);
+    const last = (i: number) =>
+      r.out.flatMap((o) => o.choices.filter((ch) => ch.index === i && ch.finish_reason !== null)).at(-1);
+    expect(last(0)?.finish_reason).toBe('content_filter');
+    expect(last(1)?.finish_reason).toBe('stop');
+  });
+
+  it('block, a chunk with two choices is held per choice', async () => {
+    const both = chunk([
+      { index: 0, delta: { content: VIOLENT }, finish_reason: 'stop' },
+      { index: 1, delta: { content: CLEAN }, finish_reason: 'stop' },
+    ]);
+    const r = await run('block', [both, usage()], { window: 1000, choices: 2 });
+    expect(delivered(r.out, 0)).toBe('');
+    expect(delivered(r.out, 1)).toBe(CLEAN);
+    expect(r.raw).not.toContain('kill');
+  });
+
+  it('annotate, a prompt check still running: its results come before the end', async () => {
+    const active: ActiveSafety = {
+      policy: PRESET_POLICIES.annotate as ActiveSafety['policy'],
+      classifier: offlineClassifier(),
+      onFailure: 'open',
+    };
+    const ctx: ChatSafetyContext = {
+      active,
+      outcome: newSafetyOutcome(),
+      metrics: new Metrics({ processMetrics: false }),
+    };
+    let resolve: (() => void) | undefined;
+    const gate = new Promise<void>((r) => {
+      resolve = r;
+    });
+    const prompt = gate.then(() => checkChatPrompt(ctx, [{ role: 'user', content: 'fuck' }], 0));
+    const out: Chunk[] = [];
+    const state = { closed: false, read: 0 };
+    for await (const e of safeChatStream(upstream([role(), ...words(CLEAN), finish()], state), {
+      ctx,
+      windowChars: 1000,
+      prompt,
+      choices: 1,
+      deliveredUsage: () => ({}),
+      abort: () => undefined,
+    })) {
+      out.push(JSON.parse(e.data) as Chunk);
+      if (out.length === 2) resolve?.();
+    }
+    const at = out.findIndex((o) => o.prompt_filter_results !== undefined);
+    expect(at).toBeGreaterThan(0);
+    expect(delivered(out)).toBe(CLEAN);
+    expect(out[at]?.prompt_filter_results).toEqual([
+      {
+        prompt_index: 0,
+        content_filter_results: expect.objectContaining({ profanity: { filtered: false, detected: true } }),
+      },
+    ]);
+  });
+});
