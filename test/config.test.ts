@@ -38,7 +38,12 @@ describe('configuration', () => {
     expect(config.models[0]?.description).toMatch(/local test model/i);
     expect(config.models[0]?.defaults).toEqual({ temperature: 0.7, top_p: 0.95, max_tokens: 8192 });
     // The chat model's answers are annotated (README, "Safety"); embeddings have no text to check.
-    expect(Object.fromEntries(config.safety.table.byModel)).toEqual({ 'gantry/local-chat': 'annotate' });
+    expect(Object.fromEntries(config.safety.table.byModel)).toEqual({
+      'gantry/local-chat': 'annotate',
+      'gantry/local-image': 'annotate',
+      'gantry/local-speech': 'annotate',
+      'gantry/local-video': 'annotate',
+    });
     expect(config.safety.table.defaultPolicy).toBe('off');
     expect(config.server.port).toBe(8080);
   });
