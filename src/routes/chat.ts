@@ -7,6 +7,7 @@ import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isRoleOnlyChunk } from '../inference/preamble.js';
 import { jsonAnswer, renameModelInEvent } from '../inference/rename.js';
+import { streamRescue } from '../inference/rescue.js';
 import { resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
@@ -58,13 +59,16 @@ export async function chatCompletions(
     outputTokens: maxOutputTokens(upstreamBody, defaultOutputLimit),
     stream,
   });
+  const call = fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit);
+  // Stream rescue (inference/rescue.ts): undefined unless the model has a continuation route or a stall limit.
+  const rescue = streamRescue(gantry, request, model, upstreamBody, call, ticket);
   const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
     request,
     reply,
     model,
     upstreamBody,
-    fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit),
+    rescue?.call ?? call,
     { isPreamble: isRoleOnlyChunk },
   );
   ticket.servedBy(provider.name);
@@ -72,7 +76,10 @@ export async function chatCompletions(
     ticket.usage = readUsage(result.body.usage);
     return jsonAnswer(result, requested);
   }
-  await sendStream(request, reply, result.events, {
+  const events = rescue
+    ? rescue.events(result.events, { provider: provider.name, upstreamModel, cancel })
+    : result.events;
+  await sendStream(request, reply, events, {
     cancel,
     writeDone: true,
     meter: ticket.streamMeter(clientWantsUsage),
