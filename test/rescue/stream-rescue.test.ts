@@ -73,6 +73,11 @@ models:
     type: text
     stream_stall_ms: 400
     routes: [{ provider: a, model: model-a }, { provider: v, model: model-v, continuation: true }]
+  - namespace: stall/only
+    name: A watched for stalls, nothing to continue on
+    type: text
+    stream_stall_ms: 400
+    routes: [{ provider: a, model: model-a }, { provider: b, model: model-b }]
 `);
   client = new OpenAI({ baseURL: gantry.baseURL, apiKey: gantry.key, maxRetries: 0 });
 });
@@ -345,6 +350,21 @@ describe('chained and stalled', () => {
     expect(Date.now() - started).toBeLessThan(5000);
     expect(v.requests[0]?.body).toEqual(vllmContinuation('The quick bro'));
     // The stalled call was stopped, not left open.
+    await a.requests[0]?.settled;
+    expect(a.requests[0]?.aborted).toBe(true);
+  });
+
+  it('stream_stall_ms without a continuation route: the stalled call is stopped, one timeout event', async () => {
+    a.enqueue({ pieces: PIECES, stallAfterChunks: 4 });
+    const started = Date.now();
+    const raw = await rawStream('stall/only');
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(raw.body).not.toContain('[DONE]');
+    expect(raw.data.filter((d) => d.includes('"error"'))).toHaveLength(1);
+    const last = JSON.parse(raw.data.at(-1) ?? '{}') as { error?: { error_id?: string } };
+    expect(last.error?.error_id).toBe('UPSTREAM_TIMEOUT');
+    expect(textOf(raw.data.slice(0, -1).map((d) => JSON.parse(d) as Chunk))).toBe('The quick bro');
+    expect(b.requests).toHaveLength(0);
     await a.requests[0]?.settled;
     expect(a.requests[0]?.aborted).toBe(true);
   });
