@@ -368,4 +368,24 @@ describe('chained and stalled', () => {
     await a.requests[0]?.settled;
     expect(a.requests[0]?.aborted).toBe(true);
   });
+
+  it('a client that leaves during the continuation stops the continuing upstream too', async () => {
+    v.setBehavior({ reply: FULL, delayBetweenChunksMs: 150 });
+    a.enqueue({ pieces: PIECES, closeAfterChunks: 2 });
+    const stream = await client.chat.completions.create({
+      model: 'rescue/vllm',
+      messages: MESSAGES,
+      stream: true,
+    });
+    let text = '';
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      // The first piece of the continuation has arrived: leave.
+      if (text.length > 'The'.length) break;
+    }
+    expect(text).toBe('The quick');
+    const [continuing] = await v.waitForRequests(1);
+    await continuing?.settled;
+    expect(continuing?.aborted).toBe(true);
+  });
 });
