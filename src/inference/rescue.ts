@@ -460,12 +460,20 @@ export class StreamRescue {
         if (failed instanceof Stalled) cancel.abort();
         if (iterator) void Promise.resolve(iterator.return?.()).catch(() => undefined);
         if (client.aborted) return undefined;
-        const reason = failed instanceof UpstreamError ? failed.failure : 'stalled';
-        request.log.warn({ provider: provider.name, failure: reason }, 'stream continuation failed');
+        // Whatever stopped this continuation (its upstream failed or stalled, or the adapter refused the
+        // request, e.g. a parameter Anthropic does not take), the next route may still continue.
         if (failed instanceof UpstreamError) {
           metrics.upstreamErrors.inc({ provider: provider.name, failure: failed.failure });
+          request.log.warn(
+            { provider: provider.name, failure: failed.failure },
+            'stream continuation failed',
+          );
+        } else if (failed instanceof Stalled) {
+          metrics.upstreamErrors.inc({ provider: provider.name, failure: 'timeout' });
+          request.log.warn({ provider: provider.name, failure: 'timeout' }, 'stream continuation failed');
+        } else {
+          request.log.warn({ provider: provider.name, err: failed }, 'stream continuation refused');
         }
-        if (!(failed instanceof UpstreamError) && !(failed instanceof Stalled)) throw failed;
       }
     }
     return undefined;

@@ -64,6 +64,13 @@ models:
       - { provider: a, model: model-a }
       - { provider: v, model: model-v, continuation: true }
       - { provider: claude, model: claude-up, continuation: true }
+  - namespace: rescue/claude-first
+    name: A, then Anthropic, then a vLLM
+    type: text
+    routes:
+      - { provider: a, model: model-a }
+      - { provider: claude, model: claude-up, continuation: true }
+      - { provider: v, model: model-v, continuation: true }
   - namespace: rescue/none
     name: A, then B that cannot continue
     type: text
@@ -327,6 +334,15 @@ describe('chained and stalled', () => {
     expect(v.requests).toHaveLength(1);
     const messages = claude.requests[0]?.body?.messages as unknown[];
     expect(messages.at(-1)).toEqual({ role: 'assistant', content: 'The quick brown fox' });
+  });
+
+  it('a continuation route whose adapter refuses the request (seed on Anthropic) is passed over', async () => {
+    v.setBehavior({ reply: FULL });
+    a.enqueue({ pieces: PIECES, closeAfterChunks: 4 });
+    const raw = await rawStream('rescue/claude-first', { seed: 7 });
+    expect(textOf(expectOneAnswer(raw, 'rescue/claude-first'))).toBe(FULL);
+    expect(claude.requests).toHaveLength(0);
+    expect(v.requests[0]?.body).toEqual(vllmContinuation('The quick bro', { seed: 7 }));
   });
 
   it('a continuation that itself breaks after content is continued again', async () => {
