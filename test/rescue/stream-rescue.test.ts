@@ -258,8 +258,10 @@ describe('an Anthropic route continues a broken stream (assistant prefill)', () 
     const raw = await rawStream('rescue/claude');
     expect(textOf(expectOneAnswer(raw, 'rescue/claude'))).toBe(FULL);
     expect(claude.requests).toHaveLength(1);
-    expect(claude.requests[0]?.body).toMatchObject({
+    // Exactly the Messages request: the conversation and the prefill, nothing of vLLM's parameters.
+    expect(claude.requests[0]?.body).toEqual({
       model: 'claude-up',
+      max_tokens: 4096,
       stream: true,
       messages: [
         { role: 'user', content: QUESTION },
