@@ -401,7 +401,6 @@ export class StreamRescue {
     if (!(err instanceof UpstreamError) || err.failure === 'aborted' || client.aborted) return undefined;
     const { gantry, request, model } = this;
     const metrics = gantry.services.metrics;
-    metrics.upstreamErrors.inc({ provider: broke.provider, failure: err.failure });
     const routes = model.entry.routes;
     const callText = text.slice(broke.textStart);
     const deliveredTokens = countCompletionTokens(text);
@@ -413,7 +412,11 @@ export class StreamRescue {
       if (!route || !provider) continue;
       const asked = continuationBody(provider.kind, this.body, route.model, text, deliveredTokens);
       if (asked === undefined) continue;
-      if (!tried) metrics.fallbacks.inc({ provider: broke.provider, model: model.entry.namespace });
+      if (!tried) {
+        // Counted as dispatch counts a fallback: the failure of the provider that broke, then the move.
+        metrics.upstreamErrors.inc({ provider: broke.provider, failure: err.failure });
+        metrics.fallbacks.inc({ provider: broke.provider, model: model.entry.namespace });
+      }
       tried = true;
       const cancel = childOf(client);
       const rewriter = new ContinuationChunks(delivered.ids(), asked.trimmed);

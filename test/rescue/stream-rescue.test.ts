@@ -248,6 +248,11 @@ describe('a vLLM route continues a broken stream (continue_final_message)', () =
     expect(record).toMatchObject({ provider: 'v', outcome: 'ok', status: 200, error_id: null, stream: true });
     // Neither the delivered text nor the question is in the record.
     expect(JSON.stringify(record)).not.toContain('quick');
+
+    // The rescue is a fallback of the provider that broke, in the metrics.
+    const metrics = await (await fetch(`${gantry.origin}/metrics`)).text();
+    const fallbacks = /^gantry_fallbacks_total\{provider="a",model="rescue\/vllm"\} (\d+)$/m.exec(metrics);
+    expect(Number(fallbacks?.[1])).toBeGreaterThan(0);
   });
 });
 
