@@ -71,6 +71,10 @@ models:
       - { provider: a, model: model-a }
       - { provider: claude, model: claude-up, continuation: true }
       - { provider: v, model: model-v, continuation: true }
+  - namespace: rescue/from-claude
+    name: Anthropic, continued on a vLLM
+    type: text
+    routes: [{ provider: claude, model: claude-up }, { provider: v, model: model-v, continuation: true }]
   - namespace: rescue/none
     name: A, then B that cannot continue
     type: text
@@ -285,6 +289,20 @@ describe('an Anthropic route continues a broken stream (assistant prefill)', () 
     expect(messages.at(-1)).toEqual({ role: 'assistant', content: 'The quick' });
 
     expect(await sdkText('rescue/claude')).toBe(FULL);
+  });
+});
+
+describe('a broken Anthropic stream', () => {
+  it('an overloaded_error event mid-stream: continued on a vLLM, under the first stream’s id', async () => {
+    v.setBehavior({ reply: FULL });
+    // message_start, content_block_start, ping, then "The" and " quick": then the error event.
+    claude.enqueue({ reply: FULL, errorEvent: { afterEvents: 5 } });
+    const raw = await rawStream('rescue/from-claude');
+    const chunks = expectOneAnswer(raw, 'rescue/from-claude');
+    expect(textOf(chunks)).toBe(FULL);
+    expect(chunks[0]?.id).toMatch(/^chatcmpl-/);
+    // The client set no output limit: the continuation gets none either (only Anthropic's was filled in).
+    expect(v.requests[0]?.body).toEqual(vllmContinuation('The quick'));
   });
 });
 
