@@ -254,10 +254,10 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
         fail(`/models/${i}/routes/${j}/provider`, `unknown provider "${r.provider}"`);
       // Only these kinds have a way to continue an assistant message (inference/rescue.ts).
       const kind = providers.find((p) => p.name === r.provider)?.kind;
-      if (r.continuation === true && kind !== 'openai' && kind !== 'anthropic')
+      if (r.continuation === true && kind !== 'openai' && kind !== 'anthropic' && kind !== 'local')
         fail(
           `/models/${i}/routes/${j}/continuation`,
-          `provider "${r.provider}" (kind ${kind}) cannot continue a stream: only kinds openai (vLLM) and anthropic can`,
+          `provider "${r.provider}" (kind ${kind}) cannot continue a stream: only kinds openai (vLLM), anthropic and local can`,
         );
     });
     if (m.pricing !== undefined) {

@@ -15,7 +15,7 @@
  * - openai (vLLM): the conversation plus the final assistant message, with vLLM's chat completion
  *   extra parameters `continue_final_message: true` and `add_generation_prompt: false` (they exclude
  *   each other): the chat template leaves the last message open and the model goes on with it; the
- *   answer holds only the new text.
+ *   answer holds only the new text. The built-in local model (kind local) takes the same parameters.
  *
  * Only n=1 streams without logprobs and without a structured `response_format` are rescued, and only
  * while no tool call delta and no finish_reason has gone out. Nothing of this runs for models with no
@@ -108,7 +108,8 @@ export function continuationBody(
     out.messages = prefill === '' ? messages : [...messages, { role: 'assistant', content: prefill }];
     return { body: out, trimmed };
   }
-  if (kind === 'openai') {
+  // The built-in local model takes vLLM's parameters too (providers/local/reply.ts).
+  if (kind === 'openai' || kind === 'local') {
     out.messages = [...messages, { role: 'assistant', content: delivered }];
     out.continue_final_message = true;
     out.add_generation_prompt = false;

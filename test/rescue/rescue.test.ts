@@ -137,7 +137,22 @@ describe('continuationBody', () => {
         trimmed: '',
       },
     },
-    { name: 'local cannot continue', kind: 'local', delivered: 'The', expected: undefined },
+    {
+      name: 'local: as vLLM',
+      kind: 'local',
+      delivered: 'The',
+      expected: {
+        body: {
+          model: 'up',
+          stream: true,
+          messages: [USER, { role: 'assistant', content: 'The' }],
+          continue_final_message: true,
+          add_generation_prompt: false,
+        },
+        trimmed: '',
+      },
+    },
+    { name: 'cog cannot continue', kind: 'cog', delivered: 'The', expected: undefined },
   ];
   for (const c of cases) {
     it(c.name, () => {
@@ -277,6 +292,7 @@ providers:
   a: { kind: openai, base_url: http://127.0.0.1:1/v1 }
   c: { kind: anthropic }
   l: { kind: local }
+  cog: { kind: cog, base_url: http://127.0.0.1:2 }
 models:
   - namespace: m
     name: M
@@ -301,7 +317,7 @@ ${model}`;
   const refused: Array<[string, string, string]> = [
     [
       'continuation on a kind that cannot continue',
-      yaml('{ provider: a }, { provider: l, continuation: true }'),
+      yaml('{ provider: a }, { provider: cog, continuation: true }'),
       '/models/0/routes/1/continuation',
     ],
     ['stream_stall_ms too small', yaml('{ provider: a }', '    stream_stall_ms: 5'), 'stream_stall_ms'],

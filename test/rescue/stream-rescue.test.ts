@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { localReplyText } from '../../providers/local/reply.js';
 import { countChatInputTokens, countCompletionTokens } from '../../providers/tokens.js';
 import type { UsageRecord } from '../../src/usage/record.js';
 import { type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropic.js';
@@ -48,7 +49,12 @@ providers:
   v: { kind: openai, base_url: ${v.url}, timeouts: ${patient} }
   b: { kind: openai, base_url: ${b.url}, timeouts: ${patient} }
   claude: { kind: anthropic, base_url: ${claude.url}, timeouts: ${patient} }
+  local: { kind: local }
 models:
+  - namespace: rescue/local
+    name: A, continued on the built-in local model
+    type: text
+    routes: [{ provider: a, model: model-a }, { provider: local, model: local-chat, continuation: true }]
   - namespace: rescue/vllm
     name: A, continued on a vLLM
     type: text
@@ -289,6 +295,19 @@ describe('an Anthropic route continues a broken stream (assistant prefill)', () 
     expect(messages.at(-1)).toEqual({ role: 'assistant', content: 'The quick' });
 
     expect(await sdkText('rescue/claude')).toBe(FULL);
+  });
+});
+
+describe('the built-in local model continues a broken stream', () => {
+  it('the local reply, begun by A and finished by the local model', async () => {
+    const whole = localReplyText(MESSAGES);
+    const cut = whole.indexOf('determin') + 'deter'.length;
+    a.enqueue({ pieces: [whole.slice(0, 4), whole.slice(4, cut), whole.slice(cut)], closeAfterChunks: 3 });
+    const raw = await rawStream('rescue/local');
+    expect(textOf(expectOneAnswer(raw, 'rescue/local'))).toBe(whole);
+
+    a.enqueue({ pieces: [whole.slice(0, 4), whole.slice(4, cut), whole.slice(cut)], closeAfterChunks: 3 });
+    expect(await sdkText('rescue/local')).toBe(whole);
   });
 });
 
