@@ -338,10 +338,15 @@ export class StreamRescue {
           }
         } catch (err) {
           const broken = this.brokenBy(err, call, served.cancel);
-          if (!delivered.continuable) throw broken;
-          const text = delivered.text();
-          const rescued = await this.continueOn(call, delivered, text, served.cancel, broken);
-          if (rescued === undefined) throw broken;
+          const text = delivered.continuable ? delivered.text() : undefined;
+          const rescued =
+            text === undefined
+              ? undefined
+              : await this.continueOn(call, delivered, text, served.cancel, broken);
+          if (rescued === undefined) {
+            this.meterUnreportedPrefill(call);
+            throw broken;
+          }
           call = rescued.call;
           rewriter = rescued.rewriter;
           held = rescued.held;
@@ -481,6 +486,17 @@ export class StreamRescue {
       }
     }
     return undefined;
+  }
+
+  /**
+   * A continuation that broke for good reported no usage: the ticket estimates its prompt as the
+   * request's own, so the prefill it was also sent is added here.
+   */
+  private meterUnreportedPrefill(call: Call): void {
+    const ticket = this.ticket;
+    if (call.prefillTokens === 0 || ticket.usage !== undefined || ticket.meter?.usage !== undefined) return;
+    const earlier = ticket.earlierCalls;
+    if (earlier) ticket.earlierCalls = { ...earlier, inputTokens: earlier.inputTokens + call.prefillTokens };
   }
 
   /**

@@ -266,6 +266,44 @@ describe('a vLLM route continues a broken stream (continue_final_message)', () =
   });
 });
 
+describe('usage of a continuation that breaks for good', () => {
+  it('the error event of the continuation; the record counts both calls as broken streams', async () => {
+    // A delivers "The quick bro", v then "wn fox" and is cut; nothing is left to continue on.
+    v.setBehavior({ reply: FULL, closeAfterChunks: 3 });
+    a.enqueue({ pieces: PIECES, closeAfterChunks: 4 });
+    const raw = await rawStream('rescue/vllm');
+    expect(raw.body).not.toContain('[DONE]');
+    expect(raw.data.filter((d) => d.includes('"error"'))).toHaveLength(1);
+    expect(raw.data.at(-1)).toContain('UPSTREAM_ERROR');
+    const text = textOf(raw.data.slice(0, -1).map((d) => JSON.parse(d) as Chunk));
+    expect(text).toBe('The quick brown fox');
+
+    const prompt = countChatInputTokens(MESSAGES);
+    const prefill = countCompletionTokens('The quick bro');
+    const record = await waitFor('the broken continuation in the JSONL sink', async () => {
+      await gantry.gantry.services.usage.flush();
+      let lines = '';
+      try {
+        lines = readFileSync(jsonlPath, 'utf8');
+      } catch {
+        return undefined;
+      }
+      return lines
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as UsageRecord)
+        .find((r) => r.model === 'rescue/vllm' && r.outcome === 'error' && r.provider === 'v');
+    });
+    expect(record).toMatchObject({
+      status: 200,
+      error_id: 'UPSTREAM_ERROR',
+      // Each call's prompt (the second's with its prefill), each call's delivered text.
+      input_tokens: prompt + prompt + prefill,
+      output_tokens: prefill + countCompletionTokens('wn fox'),
+    });
+  });
+});
+
 describe('an Anthropic route continues a broken stream (assistant prefill)', () => {
   it('a cut mid-word: the prefill is the delivered text, the answer goes on from it', async () => {
     claude.setBehavior({ reply: FULL });
