@@ -216,6 +216,25 @@ describe('a vLLM route continues a broken stream (continue_final_message)', () =
     });
   }
 
+  it("the SDK's stream helper assembles one completion", async () => {
+    v.setBehavior({ reply: FULL });
+    a.enqueue({ pieces: PIECES, closeAfterChunks: 4 });
+    const runner = client.chat.completions.stream({
+      model: 'rescue/vllm',
+      messages: MESSAGES,
+      stream_options: { include_usage: true },
+    });
+    const ids = new Set<string>();
+    runner.on('chunk', (chunk) => ids.add(chunk.id));
+    const completion = await runner.finalChatCompletion();
+    expect(completion.choices).toHaveLength(1);
+    expect(completion.choices[0]?.message.content).toBe(FULL);
+    expect(completion.choices[0]?.finish_reason).toBe('stop');
+    expect(completion.model).toBe('rescue/vllm');
+    expect([...ids]).toEqual([completion.id]);
+    expect(completion.usage?.completion_tokens).toBe(7);
+  });
+
   it("the client's max_tokens is shared: the continuation gets what the delivered text left", async () => {
     v.setBehavior({ reply: FULL });
     a.enqueue({ pieces: PIECES, closeAfterChunks: 4 });
