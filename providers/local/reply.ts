@@ -65,6 +65,16 @@ export function localReplyText(messages: unknown): string {
 
 export function localReply(body: JsonObject): LocalReply {
   const messages = Array.isArray(body.messages) ? body.messages : [];
+  const prefill = continuedText(body, messages);
+  if (prefill !== undefined) {
+    // vLLM's continue_final_message: the final assistant message is the start of the answer, which
+    // goes on from there (the reply to the conversation before it, less what the prefill already says).
+    const whole = localReply({ ...body, messages: messages.slice(0, -1), continue_final_message: false });
+    if (whole.kind === 'text' && whole.text.startsWith(prefill)) {
+      return { kind: 'text', text: whole.text.slice(prefill.length) };
+    }
+    return whole;
+  }
   const last: unknown = messages[messages.length - 1];
   const afterToolResult = isObject(last) && last.role === 'tool';
   if (!afterToolResult) {
@@ -75,6 +85,13 @@ export function localReply(body: JsonObject): LocalReply {
   if (json !== undefined) return { kind: 'text', text: json };
   if (afterToolResult) return { kind: 'text', text: toolResultsText(messages) };
   return { kind: 'text', text: localReplyText(messages) };
+}
+
+/** The final assistant message's text when the request asks for it to be continued, else undefined. */
+function continuedText(body: JsonObject, messages: unknown[]): string | undefined {
+  if (body.continue_final_message !== true) return undefined;
+  const last: unknown = messages[messages.length - 1];
+  return isObject(last) && last.role === 'assistant' ? messageText(last.content) : undefined;
 }
 
 interface FunctionTool {

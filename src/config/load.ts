@@ -177,7 +177,7 @@ interface RawConfig {
 }
 
 interface RawModelRouting {
-  routes: Array<{ provider: string; model?: string }>;
+  routes: Array<{ provider: string; model?: string; continuation?: boolean }>;
   serves?: Array<'inference' | 'predictions'>;
   apis?: Api[];
   defaults?: Record<string, unknown>;
@@ -252,6 +252,13 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
     m.routes.forEach((r, j) => {
       if (!providerNames.has(r.provider))
         fail(`/models/${i}/routes/${j}/provider`, `unknown provider "${r.provider}"`);
+      // Only these kinds have a way to continue an assistant message (inference/rescue.ts).
+      const kind = providers.find((p) => p.name === r.provider)?.kind;
+      if (r.continuation === true && kind !== 'openai' && kind !== 'anthropic' && kind !== 'local')
+        fail(
+          `/models/${i}/routes/${j}/continuation`,
+          `provider "${r.provider}" (kind ${kind}) cannot continue a stream: only kinds openai (vLLM), anthropic and local can`,
+        );
     });
     if (m.pricing !== undefined) {
       const problem = validatePricing(m.pricing);
@@ -263,7 +270,11 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       ...m,
       serves,
       apis,
-      routes: m.routes.map((r) => ({ provider: r.provider, model: r.model ?? m.namespace })),
+      routes: m.routes.map((r) => ({
+        provider: r.provider,
+        model: r.model ?? m.namespace,
+        ...(r.continuation === true ? { continuation: true } : {}),
+      })),
       defaults: m.defaults ?? {},
     };
   });

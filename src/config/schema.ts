@@ -79,6 +79,8 @@ const route = {
   properties: {
     provider: { type: 'string' },
     model: { type: 'string', minLength: 1 },
+    /** This route can continue a chat stream another route broke off (README, "Stream rescue"). */
+    continuation: { type: 'boolean' },
   },
 };
 
@@ -183,6 +185,8 @@ const model = {
     serves: { type: 'array', minItems: 1, items: { enum: ['inference', 'predictions'] } },
     apis: { type: 'array', items: { enum: ['chat', 'responses', 'embeddings', 'other'] } },
     routes: { type: 'array', minItems: 1, items: route },
+    /** A chat stream silent this long counts as broken (README, "Stream rescue"); absent: no such check. */
+    stream_stall_ms: { type: 'integer', minimum: 100, maximum: 3_600_000 },
     defaults: { type: 'object' },
     accounts: { type: 'array', items: { type: 'string' } },
     /** Overrides of the tiers' per-model ceilings for this model (e.g. lower for compute-heavy models). */

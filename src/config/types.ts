@@ -7,6 +7,8 @@ export interface ModelRoute {
   provider: string;
   /** The model name the upstream knows; defaults to the namespace. */
   model: string;
+  /** true: this route can continue a chat stream that broke off (inference/rescue.ts). */
+  continuation?: boolean;
 }
 
 /** One catalog entry: the Model fields of spec 2.1 as the config gives them, plus routing. */
@@ -29,6 +31,8 @@ export interface ModelEntry {
   serves: Array<'inference' | 'predictions'>;
   apis: Api[];
   routes: ModelRoute[];
+  /** A chat stream with no event for this long counts as broken (inference/rescue.ts); absent: no check. */
+  stream_stall_ms?: number;
   /** Request defaults merged into inference bodies where the client left the field out. */
   defaults: Record<string, unknown>;
   /** When set, only these accounts see and use the model. */

@@ -52,6 +52,12 @@ export class Ticket {
   meter: StreamMeter | undefined;
   /** Set by the stream writer: a stream ends "ok" on the wire even when the upstream broke. */
   streamFailed = false;
+  /**
+   * Tokens of upstream calls this answer used before the one that ended it: the broken parts of a
+   * rescued stream (inference/rescue.ts), each its estimated prompt plus the text it delivered. Added to
+   * the last call's usage, so the record covers every call.
+   */
+  earlierCalls: TokenUsage | undefined;
   /** What the safety layer did (its flags go into the usage record); undefined when the policy is off. */
   safety: SafetyOutcome | undefined;
   /** true once a provider answered: a failure before that costs nothing. */
@@ -162,6 +168,11 @@ export class Ticket {
     this.streamFailed = true;
   };
 
+  /** The prompt's estimated tokens (tiktoken), counted once per request (for rescue.ts's broken calls). */
+  estimatedInputTokens(): number {
+    return this.inputTokens();
+  }
+
   /** Notes the provider that answered (for the usage record and the metric labels). */
   servedBy(provider: string): void {
     this.provider = provider;
@@ -177,6 +188,19 @@ export class Ticket {
   }
 
   private tokensUsed(): TokenUsage {
+    const last = this.lastCallTokens();
+    const earlier = this.earlierCalls;
+    if (earlier === undefined) return last;
+    return {
+      inputTokens: last.inputTokens + earlier.inputTokens,
+      cachedInputTokens: last.cachedInputTokens + earlier.cachedInputTokens,
+      cacheWriteInputTokens: last.cacheWriteInputTokens + earlier.cacheWriteInputTokens,
+      outputTokens: last.outputTokens + earlier.outputTokens,
+      reported: false,
+    };
+  }
+
+  private lastCallTokens(): TokenUsage {
     const reported = this.usage ?? this.meter?.usage;
     if (reported) return reported;
     if (!this.upstreamCalled)

@@ -120,6 +120,16 @@ export class StreamMeter {
   }
 
   /**
+   * Forgets what was delivered so far: a rescued stream (rescue.ts) has metered it as its broken call,
+   * and what comes next belongs to the call that continues it. Time to first token stays.
+   */
+  restart(): void {
+    this.delivered = [];
+    this.deliveredLength = 0;
+    this.deliveredContent = '';
+  }
+
+  /**
    * Reduces the kept event texts to their content: a long stream would otherwise hold every event it
    * delivered (a few hundred bytes each, for a token or two of content) until it ends.
    */

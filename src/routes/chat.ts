@@ -8,6 +8,7 @@ import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isRoleOnlyChunk } from '../inference/preamble.js';
 import { jsonAnswer, renameModel, renameModelInEvent } from '../inference/rename.js';
+import { streamRescue } from '../inference/rescue.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
@@ -71,13 +72,16 @@ export async function chatCompletions(
     outputTokens: maxOutputTokens(upstreamBody, defaultOutputLimit),
     stream,
   });
+  const call = fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit);
+  // Stream rescue (inference/rescue.ts): undefined unless the model has a continuation route or a stall limit.
+  const rescue = streamRescue(gantry, request, model, upstreamBody, call, ticket);
   const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
     request,
     reply,
     model,
     upstreamBody,
-    fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit),
+    rescue?.call ?? call,
     { isPreamble: isRoleOnlyChunk },
   );
   ticket.servedBy(provider.name);
@@ -85,7 +89,10 @@ export async function chatCompletions(
     ticket.usage = readUsage(result.body.usage);
     return jsonAnswer(result, requested);
   }
-  await sendStream(request, reply, result.events, {
+  const events = rescue
+    ? rescue.events(result.events, { provider: provider.name, upstreamModel, cancel })
+    : result.events;
+  await sendStream(request, reply, events, {
     cancel,
     writeDone: true,
     meter: ticket.streamMeter(clientWantsUsage),
@@ -155,13 +162,16 @@ async function safeChatCompletions(
     // reported where the results are awaited.
     prompt.catch(() => undefined);
   }
+  const call = fillOutputLimit((p, b, c) => p.chat(b, c), defaultOutputLimit);
+  // The continuation of a rescued stream is built from upstreamBody: masked, as the first call was.
+  const rescue = streamRescue(gantry, request, model, upstreamBody, call, ticket);
   const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
     request,
     reply,
     model,
     upstreamBody,
-    fillOutputLimit((p, b, c) => p.chat(b, c), defaultOutputLimit),
+    rescue?.call ?? call,
     { isPreamble: isRoleOnlyChunk },
   );
   ticket.servedBy(provider.name);
@@ -171,7 +181,10 @@ async function safeChatCompletions(
     return renameModel(answered, requested);
   }
   const meter = ticket.streamMeter(clientWantsUsage);
-  const events = safeChatStream(result.events, {
+  const upstreamEvents = rescue
+    ? rescue.events(result.events, { provider: provider.name, upstreamModel, cancel })
+    : result.events;
+  const events = safeChatStream(upstreamEvents, {
     ctx,
     windowChars: gantry.safety.streamWindowChars,
     prompt,

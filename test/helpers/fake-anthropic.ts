@@ -41,6 +41,8 @@ export interface FakeAnthropicBehavior {
   delayBetweenEventsMs?: number;
   /** Streams: send this many events, then destroy the socket (no message_stop). */
   closeAfterEvents?: number;
+  /** Streams: send this many events, then go silent until the client leaves. */
+  stallAfterEvents?: number;
   /** Streams: send this many events, then end the response properly, but without message_stop. */
   endAfterEvents?: number;
   /** Streams: send `afterEvents` events (default 1), then an `error` event, then end the response. */
@@ -247,6 +249,7 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     return writePaced(ex, sequence, {
       delayMs: b.delayBetweenEventsMs,
       closeAfter: b.closeAfterEvents,
+      stallAfter: b.stallAfterEvents,
       endAfter: b.endAfterEvents,
     });
   }
@@ -403,6 +406,13 @@ function planReply(body: JsonObject | undefined, behavior: FakeAnthropicBehavior
   const systemText = systemOf(body.system);
   const messages = checkMessages(body.messages, checked.thinking);
 
+  // A final assistant message is a prefill: Anthropic refuses one that ends in whitespace, and its
+  // answer holds only what comes after the prefill.
+  const last = messages.at(-1);
+  const prefill = last?.role === 'assistant' ? last.texts.join('') : undefined;
+  if (prefill !== undefined && prefill !== prefill.trimEnd()) {
+    throw new RequestInvalid('messages: final assistant content cannot end with trailing whitespace');
+  }
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
   const userText = lastUser?.texts.join('\n') ?? '';
   const blocks: PlannedBlock[] = [];
@@ -436,7 +446,9 @@ function planReply(body: JsonObject | undefined, behavior: FakeAnthropicBehavior
     }
     stopReason = 'tool_use';
   } else {
-    const allPieces = anthropicPieces(behavior.reply ?? anthropicFakeReply(userText));
+    const whole = behavior.reply ?? anthropicFakeReply(userText);
+    const rest = prefill !== undefined && whole.startsWith(prefill) ? whole.slice(prefill.length) : whole;
+    const allPieces = anthropicPieces(rest);
     const full = allPieces.join('');
     const stop = firstStop(full, stops as string[]);
     let pieces = stop ? anthropicPieces(full.slice(0, stop.index)) : allPieces;

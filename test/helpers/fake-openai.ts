@@ -48,6 +48,11 @@ export interface FakeBehavior {
   errorEvent?: { afterChunks?: number; message?: string; type?: string; code?: number | string | null };
   /** The assistant's text, instead of `fakeReply(last user text)`. */
   reply?: string;
+  /**
+   * Chat only: the assistant's text in exactly these streamed pieces (their concatenation is the reply),
+   * e.g. to cut a stream in the middle of a word.
+   */
+  pieces?: string[];
   /** Chat only: answer with one function tool call instead of text. */
   toolCall?: { name: string; arguments: string };
   /**
@@ -219,11 +224,29 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const model = body.model;
     const id = `chatcmpl-fake${ctx.id}`;
     const created = Math.floor(Date.now() / 1000);
-    const text = ctx.behavior.reply ?? fakeReply(lastChatUserText(messages));
-    const limit = firstInteger(body.max_completion_tokens, body.max_tokens);
-    const allPieces = replyPieces(text);
-    const pieces = limit === undefined ? allPieces : allPieces.slice(0, limit);
     const b = ctx.behavior;
+    // vLLM's continuation (its chat completion extra parameters): the final assistant message is left
+    // open and the model goes on with it; the answer holds only the new text. The two flags exclude
+    // each other.
+    const continued = body.continue_final_message === true ? finalAssistantText(messages) : undefined;
+    if (body.continue_final_message === true && body.add_generation_prompt !== false) {
+      return sendError(ctx, 400, {
+        message: 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.',
+      });
+    }
+    if (body.continue_final_message === true && continued === undefined) {
+      return sendError(ctx, 400, {
+        message: 'continue_final_message needs a final assistant message to continue',
+        param: 'messages',
+      });
+    }
+    const whole = b.reply ?? (b.pieces ? b.pieces.join('') : fakeReply(lastChatUserText(messages)));
+    // The fake's model goes on where the prefill stops when the prefill is the start of its answer.
+    const text =
+      continued !== undefined && whole.startsWith(continued) ? whole.slice(continued.length) : whole;
+    const limit = firstInteger(body.max_completion_tokens, body.max_tokens);
+    const allPieces = b.pieces && continued === undefined ? b.pieces : replyPieces(text);
+    const pieces = limit === undefined ? allPieces : allPieces.slice(0, limit);
     const calls = b.toolCalls ?? (b.toolCall ? [b.toolCall] : []);
     const reasoning = b.reasoning;
     const finishReason =
@@ -667,6 +690,12 @@ function contentText(content: unknown): string {
     .map((part: unknown) => (isObject(part) && typeof part.text === 'string' ? part.text : ''))
     .filter((t) => t !== '')
     .join(' ');
+}
+
+/** The text of the conversation's final message when it is the assistant's, else undefined. */
+function finalAssistantText(messages: unknown[]): string | undefined {
+  const last = messages.at(-1);
+  return isObject(last) && last.role === 'assistant' ? contentText(last.content) : undefined;
 }
 
 function lastChatUserText(messages: unknown[]): string {
