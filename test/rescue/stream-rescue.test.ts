@@ -90,6 +90,11 @@ models:
     type: text
     stream_stall_ms: 400
     routes: [{ provider: a, model: model-a }, { provider: v, model: model-v, continuation: true }]
+  - namespace: rescue/redacted
+    name: A, continued on a vLLM, under the redact safety policy
+    type: text
+    safety: redact
+    routes: [{ provider: a, model: model-a }, { provider: v, model: model-v, continuation: true }]
   - namespace: stall/only
     name: A watched for stalls, nothing to continue on
     type: text
@@ -504,5 +509,42 @@ describe('chained and stalled', () => {
     const [continuing] = await v.waitForRequests(1);
     await continuing?.settled;
     expect(continuing?.aborted).toBe(true);
+  });
+});
+
+describe('rescue under a safety policy', () => {
+  it('the continuation is asked with the masked prompt, and the client gets one annotated answer', async () => {
+    v.setBehavior({ reply: FULL });
+    a.enqueue({ pieces: PIECES, closeAfterChunks: 4 });
+    const question = 'Say the pangram to jane.doe@example.com.';
+    const res = await fetch(`${gantry.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${gantry.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'rescue/redacted',
+        messages: [{ role: 'user', content: question }],
+        stream: true,
+      }),
+    });
+    expect(res.status).toBe(200);
+    const body = await res.text();
+    const data = body
+      .split('\n\n')
+      .filter((frame) => frame.trim() !== '')
+      .map((frame) => frame.replace(/^data: /, ''));
+    const chunks = expectOneAnswer({ body, data }, 'rescue/redacted');
+    expect(textOf(chunks)).toBe(FULL);
+    // Azure's fields: the prompt's results first, completion results after the text they cover.
+    expect(chunks[0]?.choices).toEqual([]);
+    expect(JSON.stringify(chunks[0])).toContain('prompt_filter_results');
+    expect(chunks.some((c) => JSON.stringify(c).includes('content_filter_offsets'))).toBe(true);
+    // Neither upstream saw the address: the first call and the continuation carry the placeholder.
+    const masked = [{ role: 'user', content: 'Say the pangram to [EMAIL].' }];
+    expect(a.requests[0]?.body?.messages).toEqual(masked);
+    expect(v.requests[0]?.body).toEqual({
+      ...vllmContinuation('The quick bro'),
+      messages: [...masked, { role: 'assistant', content: 'The quick bro' }],
+    });
+    expect(JSON.stringify([a.requests, v.requests])).not.toContain('jane.doe');
   });
 });
