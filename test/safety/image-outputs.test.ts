@@ -5,15 +5,19 @@
  * image-block.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ImageRig, startImageRig } from './image-rig.js';
+import { type FakeCog, startFakeCog } from '../helpers/fake-cog.js';
+import { COG_IMAGE, type ImageRig, startImageRig } from './image-rig.js';
 
 let rig: ImageRig;
+let cog: FakeCog;
 
 beforeAll(async () => {
-  rig = await startImageRig();
+  cog = await startFakeCog();
+  rig = await startImageRig('', cog.origin);
 }, 60_000);
 afterAll(async () => {
   await rig?.close();
+  await cog?.close();
 });
 
 describe('image outputs of predictions', () => {
@@ -58,6 +62,23 @@ describe('image outputs of predictions', () => {
         sexual: { filtered: false, severity: 'safe' },
       });
     }
+  });
+
+  it("are checked in a Cog model's shaped output, wherever the files sit", { timeout: 60_000 }, async () => {
+    cog.setBehavior({
+      output: { images: [{ file: 'output.png' }], preview: { file: 'output.jpg' }, steps: 4 },
+    });
+    const p = await rig.predict('block', { prompt: 'a fox' }, COG_IMAGE);
+    expect(p.status, p.error ?? '').toBe('succeeded');
+    const names = p.metadata.storage.files.map((f) => f.name);
+    expect(names).toHaveLength(2);
+    expect(p.metadata.safety?.output).toEqual({
+      content_filter_results: { sexual: { filtered: false, severity: 'safe' } },
+      files: names.map((name) => ({
+        name,
+        content_filter_results: { sexual: { filtered: false, severity: 'safe' } },
+      })),
+    });
   });
 
   it('are not checked when no policy ran on the prediction, nor under a policy that is off', {

@@ -5,15 +5,25 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PredictionRecord, PredictionSafety } from '../../src/predictions/types.js';
-import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+import { LOCAL_CONFIG, predictionModelYaml, startGantry, type TestGantry } from '../helpers/gantry.js';
 import { predictionRecord } from '../helpers/prediction-record.js';
 import { waitFor } from '../helpers/wait.js';
 
 export const IMAGE = 'gantry/local-image';
+/** The model served by a Cog server, when the rig has one. */
+export const COG_IMAGE = 'acme/flux';
 
-const CONFIG = `${LOCAL_CONFIG}
-  - { namespace: ${IMAGE}, name: Local image, type: image, vendor: { name: Gantry, slug: gantry }, serves: [predictions], routes: [{ provider: local, model: local-image }] }
+function config(cogOrigin: string | undefined): string {
+  const providers = cogOrigin
+    ? LOCAL_CONFIG.replace(
+        '  local: { kind: local }\n',
+        `  local: { kind: local }\n  cog: { kind: cog, base_url: "${cogOrigin}" }\n`,
+      )
+    : LOCAL_CONFIG;
+  return `${providers}
+  - { namespace: ${IMAGE}, name: Local image, type: image, vendor: { name: Gantry, slug: gantry }, serves: [predictions], routes: [{ provider: local, model: local-image }] }${cogOrigin ? predictionModelYaml(COG_IMAGE, 'cog') : ''}
 `;
+}
 
 export interface ShownPrediction {
   id: string;
@@ -26,15 +36,19 @@ export interface ShownPrediction {
 export interface ImageRig {
   gantry: TestGantry;
   /** Runs a local-image prediction whose record says it was created under `policy` (none: no check ran). */
-  predict(policy: string | undefined, input?: Record<string, unknown>): Promise<ShownPrediction>;
+  predict(
+    policy: string | undefined,
+    input?: Record<string, unknown>,
+    model?: string,
+  ): Promise<ShownPrediction>;
   /** Whether any file of the prediction is on disk. */
   hasFiles(id: string): boolean;
   close(): Promise<void>;
 }
 
-/** `extra`: more YAML after the models (e.g. a `safety` section). */
-export async function startImageRig(extra = ''): Promise<ImageRig> {
-  const gantry = await startGantry(`${CONFIG}${extra}`);
+/** `extra`: more YAML after the models (e.g. a `safety` section); `cogOrigin`: a Cog server's, for COG_IMAGE. */
+export async function startImageRig(extra = '', cogOrigin?: string): Promise<ImageRig> {
+  const gantry = await startGantry(`${config(cogOrigin)}${extra}`);
   const deps = gantry.gantry.predictions.deps;
   // One prediction through the API: its record gives the test account's ids for the seeded ones.
   const first = await show(gantry, await create(gantry));
@@ -44,11 +58,12 @@ export async function startImageRig(extra = ''): Promise<ImageRig> {
     async predict(
       policy,
       input = { prompt: 'a calm blue sea', seed: 2, width: 256, height: 256, output_format: 'png' },
+      model = IMAGE,
     ) {
       const record = predictionRecord({
         accountId: owner.accountId,
         keyId: owner.keyId,
-        model: IMAGE,
+        model,
         input,
         ...(policy === undefined ? {} : { safety: { policy } }),
       });
