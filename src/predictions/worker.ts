@@ -196,7 +196,9 @@ export class PredictionWorker {
         ? await this.storeShaped(record, result.output, streamed.text, images)
         : await this.storeOutputs(record, result.outputs, images);
       const checked =
-        policy && images && images.length > 0 ? await this.checkOutputs(policy, images) : undefined;
+        policy && images && images.length > 0
+          ? await this.checkOutputs(record.id, policy, images)
+          : undefined;
       const safety: { safety?: PredictionSafety } = checked
         ? { safety: { ...(record.safety as PredictionSafety), output: { ...checked.results } } }
         : {};
@@ -395,10 +397,29 @@ export class PredictionWorker {
   }
 
   /** The image outputs' check (README, "Image outputs"), counted in the safety metrics. */
-  private async checkOutputs(policy: SafetyPolicy, images: ImageOutput[]): Promise<ImageOutputCheck> {
+  private async checkOutputs(
+    id: string,
+    policy: SafetyPolicy,
+    images: ImageOutput[],
+  ): Promise<ImageOutputCheck> {
     const started = performance.now();
     const checked = await checkImageOutputs(policy, images);
     const seconds = (performance.now() - started) / 1000;
+    const failed = checked.results.files.filter((f) => 'error' in f.content_filter_results).length;
+    if (failed > 0) {
+      // The classifier's reason only (never anything of the image): the check failed open for these.
+      const reason = checked.results.files.find((f) => 'error' in f.content_filter_results);
+      this.deps.log.warn(
+        {
+          prediction: id,
+          classifier: IMAGE_CLASSIFIER,
+          images: images.length,
+          failed,
+          results: reason?.content_filter_results,
+        },
+        'image outputs not checked',
+      );
+    }
     recordCheck(
       this.deps.metrics,
       newSafetyOutcome(),
