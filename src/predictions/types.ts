@@ -157,6 +157,7 @@ export type PredictionPatch = Partial<
     | 'attempts'
     | 'lease'
     | 'finishToken'
+    | 'safety'
   >
 >;
 

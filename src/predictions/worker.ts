@@ -10,6 +10,10 @@ import {
   type ShapedOutput,
 } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
+import { newSafetyOutcome, recordCheck } from '../safety/engine.js';
+import { IMAGE_CLASSIFIER, isClassifiableImage } from '../safety/image/index.js';
+import { checkImageOutputs, type ImageOutput, type ImageOutputCheck } from '../safety/image/outputs.js';
+import type { SafetyPolicy } from '../safety/policy.js';
 import { nextDelayMs } from '../webhooks/backoff.js';
 import { extendPrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
@@ -17,7 +21,7 @@ import { OutputDownloads } from './downloads.js';
 import { InputFetcher } from './input-fetch.js';
 import { emitStream, finish, markProcessing } from './lifecycle.js';
 import { openSecrets } from './secrets.js';
-import type { StoredFile, StoredOutput } from './types.js';
+import type { PredictionSafety, StoredFile, StoredOutput } from './types.js';
 import { isTerminal, type JobInfo, type PredictionRecord } from './types.js';
 
 /** Output URLs are the backend's choice: downloaded behind the webhooks' SSRF guard (downloads.ts). */
@@ -30,6 +34,8 @@ const LOG_FLUSH_MS = 250;
 /** How long a run's outcome is retried through a store outage before the job goes back to the queue. */
 const STORE_RETRY_MS = 5 * 60_000;
 const STORE_BACKOFF = { baseMs: 200, maxMs: 5_000 };
+/** The error of a prediction whose image output the `block` policy stopped (README, "Image outputs"). */
+const OUTPUT_FILTERED = 'output filtered by the content policy';
 /** Cancel-After deadline jobs run at once (each is a read and a write). */
 const DEADLINE_CONCURRENCY = 4;
 
@@ -183,9 +189,33 @@ export class PredictionWorker {
       // The logs also go into the final write below: a flush lost to a store outage costs nothing.
       await logs.flush().catch(() => undefined);
       const predictTime = result.predictTime ?? (performance.now() - started) / 1000;
+      // Image outputs are kept for the safety check only when the prediction's policy runs one.
+      const policy = this.outputPolicy(record);
+      const images: ImageOutput[] | undefined = policy ? [] : undefined;
       const stored = result.output
-        ? await this.storeShaped(record, result.output, streamed.text)
-        : await this.storeOutputs(record, result.outputs);
+        ? await this.storeShaped(record, result.output, streamed.text, images)
+        : await this.storeOutputs(record, result.outputs, images);
+      const checked =
+        policy && images && images.length > 0
+          ? await this.checkOutputs(record.id, policy, images)
+          : undefined;
+      const safety: { safety?: PredictionSafety } = checked
+        ? { safety: { ...(record.safety as PredictionSafety), output: { ...checked.results } } }
+        : {};
+      if (checked?.check.blocked) {
+        // Never served: the files go before the prediction fails, so no link to them is ever given.
+        await deps.blobs.deletePrefix(record.id);
+        await this.persist(record.id, () =>
+          finish(
+            deps,
+            record.id,
+            'failed',
+            { error: OUTPUT_FILTERED, predictTime, logs: result.logs || logs.text(), ...safety },
+            token,
+          ),
+        );
+        return;
+      }
       const finished = await this.persist(record.id, () =>
         finish(
           deps,
@@ -199,6 +229,7 @@ export class PredictionWorker {
             megapixels: stored.megapixels,
             progress: record.progress === null ? null : 100,
             logs: result.logs || logs.text(),
+            ...safety,
           },
           token,
         ),
@@ -354,6 +385,53 @@ export class PredictionWorker {
       );
   }
 
+  /**
+   * The policy the prediction's outputs are checked under: the one its prompt check recorded at create
+   * (`safety.policy`, absent when the policy was off), unless it is off.
+   */
+  private outputPolicy(record: PredictionRecord): SafetyPolicy | undefined {
+    const name = record.safety?.policy;
+    if (name === undefined) return undefined;
+    const policy = this.deps.config.safety.table.policies.get(name);
+    return policy?.mode === 'off' ? undefined : policy;
+  }
+
+  /** The image outputs' check (README, "Image outputs"), counted in the safety metrics. */
+  private async checkOutputs(
+    id: string,
+    policy: SafetyPolicy,
+    images: ImageOutput[],
+  ): Promise<ImageOutputCheck> {
+    const started = performance.now();
+    const checked = await checkImageOutputs(policy, images);
+    const seconds = (performance.now() - started) / 1000;
+    const failed = checked.results.files.filter((f) => 'error' in f.content_filter_results).length;
+    if (failed > 0) {
+      // The classifier's reason only (never anything of the image): the check failed open for these.
+      const reason = checked.results.files.find((f) => 'error' in f.content_filter_results);
+      this.deps.log.warn(
+        {
+          prediction: id,
+          classifier: IMAGE_CLASSIFIER,
+          images: images.length,
+          failed,
+          results: reason?.content_filter_results,
+        },
+        'image outputs not checked',
+      );
+    }
+    recordCheck(
+      this.deps.metrics,
+      newSafetyOutcome(),
+      'predictions',
+      'completion',
+      IMAGE_CLASSIFIER,
+      checked.check,
+      seconds,
+    );
+    return checked;
+  }
+
   /** Whether the prediction's provider may hand out output URLs on private addresses (its own origin's). */
   private allowPrivateOutputs(record: PredictionRecord): boolean {
     const provider = this.deps.catalog.entry(record.model)?.routes[0]?.provider;
@@ -361,7 +439,11 @@ export class PredictionWorker {
   }
 
   /** Files and texts of a built-in or text model: the texts joined, the files listed. */
-  private async storeOutputs(record: PredictionRecord, outputs: BackendOutput[]): Promise<StoredOutputs> {
+  private async storeOutputs(
+    record: PredictionRecord,
+    outputs: BackendOutput[],
+    images: ImageOutput[] | undefined,
+  ): Promise<StoredOutputs> {
     const files: StoredFile[] = [];
     const texts: string[] = [];
     const used = new Set<string>();
@@ -371,7 +453,7 @@ export class PredictionWorker {
         texts.push(output.text);
         continue;
       }
-      const stored = await this.storeFile(record, output, index, used);
+      const stored = await this.storeFile(record, output, index, used, images);
       files.push(stored.file);
       megapixels += stored.megapixels;
     }
@@ -387,13 +469,14 @@ export class PredictionWorker {
     record: PredictionRecord,
     shaped: ShapedOutput,
     streamedText: string,
+    images: ImageOutput[] | undefined,
   ): Promise<StoredOutputs> {
     const files: StoredFile[] = [];
     const links: StoredOutput['links'] = [];
     const used = new Set<string>();
     let megapixels = 0;
     for (const [index, { path, file }] of shaped.files.entries()) {
-      const stored = await this.storeFile(record, file, index, used);
+      const stored = await this.storeFile(record, file, index, used, images);
       files.push(stored.file);
       links.push({ path, key: stored.file.key });
       megapixels += stored.megapixels;
@@ -413,12 +496,14 @@ export class PredictionWorker {
   /**
    * Copies one file (bytes, or a URL downloaded behind the SSRF guard) into the blob store. `used` holds
    * the names taken so far: two URLs ending in the same name (`…/a/out.png`, `…/b/out.png`) get two files.
+   * An image is added to `images` (when given) for the output check.
    */
   private async storeFile(
     record: PredictionRecord,
     output: FileOutput,
     index: number,
     used: Set<string>,
+    images?: ImageOutput[],
   ): Promise<{ file: StoredFile; megapixels: number }> {
     const file =
       output.kind === 'bytes'
@@ -434,6 +519,9 @@ export class PredictionWorker {
     used.add(name);
     const key = `${record.id}/${name}`;
     const blob = await this.deps.blobs.put(key, file.data, file.contentType);
+    if (images && isClassifiableImage(file.contentType)) {
+      images.push({ name, contentType: file.contentType, data: file.data });
+    }
     return {
       file: { name: key.slice(record.id.length + 1), type: blob.contentType, size: blob.size, key },
       megapixels: file.contentType.startsWith('image/') ? await imageMegapixels(file.data) : 0,
