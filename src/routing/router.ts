@@ -102,6 +102,11 @@ export class Routing {
     }
   }
 
+  /** Every status change recorded (a status page reads it). */
+  get history(): StatusHistory {
+    return this.deps.history;
+  }
+
   /** The model's routing, or undefined for a model not served by inference. */
   of(namespace: string): ModelRouting | undefined {
     return this.models.get(namespace);
