@@ -34,7 +34,9 @@
  *                                  bench/predictions.ts (its settings: BENCH_PRED_*, listed there);
  *                                  BENCH_PHASES=predictions runs it alone (~1 min). `anthropic` is the
  *                                  Anthropic-translation lane, bench/anthropic.ts (BENCH_ANTHROPIC_*, listed
- *                                  there); BENCH_PHASES=anthropic runs it alone
+ *                                  there); BENCH_PHASES=anthropic runs it alone. `routing` is the
+ *                                  dead-deployment lane, bench/routing.ts (BENCH_ROUTING_*, listed
+ *                                  there); BENCH_PHASES=routing runs it alone
  *   BENCH_OUT                      JSON output file (bench/results/latest.json)
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
@@ -78,6 +80,7 @@ import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-co
 import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
 import { int0, table } from './lib/table.js';
 import { runPredictionsPhase } from './predictions.js';
+import { runRoutingLane } from './routing.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const TARGETS = {
@@ -119,7 +122,7 @@ function phaseSet(raw: string | undefined): string[] {
   const all = ['latency', 'throughput', 'stream', 'predictions'];
   if (raw === undefined || raw.trim() === '') return all;
   const chosen = raw.split(',').map((s) => s.trim());
-  const unknown = chosen.filter((p) => !all.includes(p) && p !== 'anthropic');
+  const unknown = chosen.filter((p) => !all.includes(p) && p !== 'anthropic' && p !== 'routing');
   if (unknown.length > 0)
     throw new Error(`BENCH_PHASES: unknown ${unknown.join(', ')} (use ${all.join(', ')})`);
   return chosen;
@@ -669,6 +672,19 @@ async function main(): Promise<number> {
     if (rest.length === 0 && !predictions) {
       return writeLaneOnly({ anthropic: anthropicLane.json }, anthropicLane.errors);
     }
+  }
+  // ---- the routing lane: bench/routing.ts (one dead deployment of three, circuit open); always alone ----
+  if (settings.phases.includes('routing')) {
+    const lane = await runRoutingLane({
+      root: ROOT,
+      quick,
+      rounds: settings.rounds,
+      chunks: settings.chunks,
+      gantryBin: settings.gantryBin,
+      log,
+    });
+    process.stdout.write(`${lane.text}\n`);
+    return writeLaneOnly({ routing: lane.json }, lane.errors);
   }
   if (predictions && settings.phases.length === 1) {
     return writeLaneOnly(

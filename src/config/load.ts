@@ -269,7 +269,7 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       routes: m.routes.map((r) => ({
         provider: r.provider,
         model: r.model ?? m.namespace,
-        weight: r.weight ?? 1,
+        ...(r.weight === undefined ? {} : { weight: r.weight }),
       })),
       defaults: m.defaults ?? {},
       routing: buildRouting(raw.routing ?? {}, m.routing),
