@@ -396,6 +396,27 @@ describe('status follows health', () => {
   });
 });
 
+describe('active probes', () => {
+  it('probe idle deployments with GET /models: a failing one opens without client traffic, and closes once it recovers', async () => {
+    await start(
+      '[{ provider: a, model: m }, { provider: b, model: m }]',
+      '{ breaker: { consecutive_failures: 2, cooldown_seconds: 0.3 } }',
+      'routing: { probes: { enabled: true, interval_seconds: 0.1, idle_seconds: 0, timeout_ms: 500 } }',
+    );
+    a.setBehavior({ status: 500 });
+    const deployment = gantry?.gantry.routing.of('acme/chat')?.deployments[0];
+    await waitFor('probes to open a', () => (deployment?.breaker.state === 'open' ? true : undefined));
+    expect(a.requests.every((r) => r.method === 'GET' && r.path === '/v1/models')).toBe(true);
+    expect(b.requests.length).toBeGreaterThan(0);
+    expect(gantry?.gantry.routing.of('acme/chat')?.deployments[1]?.breaker.state).toBe('closed');
+
+    a.setBehavior({});
+    await waitFor('a probe trial to close a', () =>
+      deployment?.breaker.state === 'closed' ? true : undefined,
+    );
+  });
+});
+
 describe('overhead', () => {
   it('every inference answer says how long Gantry itself took, and /metrics has the histogram', async () => {
     const client = await start('[{ provider: a, model: m }]');
