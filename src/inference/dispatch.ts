@@ -94,7 +94,8 @@ export async function dispatch(
       upstreamMs += waited;
       deployment.succeeded(permit, Date.now(), waited);
       // A stream is in flight until its response is over; a JSON answer is already whole.
-      if (result.kind === 'stream') reply.raw.on('close', () => deployment.end());
+      const res = reply.raw;
+      if (result.kind === 'stream' && !res.destroyed) res.on('close', () => deployment.end());
       else deployment.end();
       // The upstream has the request: its text is not needed again (see InferenceRequest.bodyText).
       if (request.bodyText !== undefined) request.bodyText = undefined;
