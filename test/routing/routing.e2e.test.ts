@@ -4,13 +4,16 @@
  * official OpenAI SDK, what Gantry sends is checked against OpenAI's schemas.
  */
 import { createServer, type Server, type Socket } from 'node:net';
+import { Redis } from 'ioredis';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_HISTORY_KEY, RedisStatusHistory } from '../../src/routing/history-redis.js';
 import { errorOf } from '../helpers/api-error.js';
 import { type FakeOpenAI, fakeReply, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 import { closedPort } from '../helpers/ports.js';
+import { describeRedis, startRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** A TCP server that accepts and at once drops every connection (an upstream that died), counting them. */
@@ -59,8 +62,14 @@ afterAll(async () => {
 const QUICK = '{ connect_ms: 500, first_byte_ms: 2000, idle_ms: 2000, total_ms: 5000 }';
 
 /** A Gantry whose model acme/chat has the given routes (YAML flow list) and routing block. */
-async function start(routes: string, routing = '', global = ''): Promise<OpenAI> {
-  gantry = await startGantry(`
+async function start(
+  routes: string,
+  routing = '',
+  global = '',
+  env: NodeJS.ProcessEnv = {},
+): Promise<OpenAI> {
+  gantry = await startGantry(
+    `
 providers:
   a: { kind: openai, base_url: ${a.url}, timeouts: ${QUICK} }
   b: { kind: openai, base_url: ${b.url}, timeouts: ${QUICK} }
@@ -74,7 +83,9 @@ models:
     vendor: { name: Acme, slug: acme }
     routes: ${routes}
     ${routing === '' ? '' : `routing: ${routing}`}
-`);
+`,
+    env,
+  );
   return new OpenAI({ apiKey: gantry.key, baseURL: gantry.baseURL, maxRetries: 0 });
 }
 
@@ -417,6 +428,39 @@ describe('active probes', () => {
   });
 });
 
+describeRedis('distributed mode', () => {
+  it('skips an open deployment as in embedded mode, and writes the history to the shared Redis stream', async () => {
+    const redis = await startRedis();
+    const reader = new Redis(redis.url);
+    try {
+      const client = await start(
+        '[{ provider: dead, model: m }, { provider: b, model: m }]',
+        '{ breaker: { consecutive_failures: 1, cooldown_seconds: 60 } }',
+        '',
+        { REDIS_URL: redis.url },
+      );
+      await ask(client);
+      const connections = dead.connections;
+      await ask(client);
+      expect(dead.connections).toBe(connections);
+      await gantry?.gantry.routing.flushed();
+      // Read back by another client, as a status page on another instance would.
+      const history = await new RedisStatusHistory(reader, 100, DEFAULT_HISTORY_KEY).list({
+        model: 'acme/chat',
+      });
+      expect(history.map((c) => [c.deployment, c.to])).toEqual([
+        [undefined, 'degraded'],
+        ['dead/m', 'open'],
+      ]);
+      await gantry?.close();
+      gantry = undefined;
+    } finally {
+      reader.disconnect();
+      await redis.close();
+    }
+  });
+});
+
 describe('overhead', () => {
   it('every inference answer says how long Gantry itself took, and /metrics has the histogram', async () => {
     const client = await start('[{ provider: a, model: m }]');
@@ -439,8 +483,12 @@ describe('overhead', () => {
     expect(streamed).toBeLessThan(100);
     for await (const _ of stream.data) {
     }
+    const responses = await client.responses.create({ model: 'acme/chat', input: 'timed' }).withResponse();
+    expect(responses.data.output_text).toBe(fakeReply('timed'));
+    expect(Number(responses.response.headers.get('x-gantry-overhead-ms'))).toBeLessThan(100);
     const metrics = await metricsText();
     expect(sample(metrics, 'gantry_overhead_seconds_count', { route: 'chat' })).toBe(2);
-    expect(sample(metrics, 'gantry_deployment_ttfb_seconds_count', { provider: 'a' })).toBe(2);
+    expect(sample(metrics, 'gantry_overhead_seconds_count', { route: 'responses' })).toBe(1);
+    expect(sample(metrics, 'gantry_deployment_ttfb_seconds_count', { provider: 'a' })).toBe(3);
   });
 });
