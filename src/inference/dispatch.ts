@@ -88,6 +88,11 @@ export async function dispatch(
       if (result.kind === 'stream') {
         holding = true;
         result = { kind: 'stream', events: await holdPreamble(result.events, options.isPreamble) };
+        // The deadline passed in the very tick the first token came: this attempt is already aborted.
+        if (watch?.fired) {
+          await result.events[Symbol.asyncIterator]().return?.();
+          throw silentBeforeFirstToken(provider, firstTokenMs);
+        }
       }
       watch?.stop(false);
       const waited = performance.now() - attemptStart;
