@@ -43,6 +43,7 @@ export class RedisStatusHistory implements StatusHistory {
   }
 
   async close(): Promise<void> {
-    if (this.ownsConnection) await this.redis.quit().catch(() => undefined);
+    // disconnect, not quit: quit waits for a Redis that may be down (the writes were awaited before).
+    if (this.ownsConnection) this.redis.disconnect();
   }
 }

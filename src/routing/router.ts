@@ -12,6 +12,8 @@ import { orderDeployments, type Random } from './strategies.js';
 
 /** How often every model's status is judged again (error rate and latency move with traffic). */
 const STATUS_EVERY_MS = 1_000;
+/** How long close() waits for history writes still under way. */
+const CLOSE_GRACE_MS = 1_000;
 const STATE_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 const STATUS_VALUE: Record<ModelStatus, number> = { operational: 0, degraded: 1, offline: 2 };
 
@@ -132,7 +134,13 @@ export class Routing {
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     this.probes?.stop();
-    await this.writes;
+    // The last changes get a moment to reach the store; a store that is down does not hold the shutdown.
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, CLOSE_GRACE_MS);
+    });
+    await Promise.race([this.writes, grace]);
+    clearTimeout(timer);
     await this.deps.history.close();
   }
 
