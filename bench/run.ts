@@ -36,7 +36,9 @@
  *                                  Anthropic-translation lane, bench/anthropic.ts (BENCH_ANTHROPIC_*, listed
  *                                  there); BENCH_PHASES=anthropic runs it alone. `safety` (not in the default
  *                                  set either) is the safety lane, bench/safety.ts (BENCH_SAFETY_*, listed
- *                                  there): policy off and annotate against the plain model
+ *                                  there): policy off and annotate against the plain model. `routing` is the
+ *                                  dead-deployment lane, bench/routing.ts (BENCH_ROUTING_*, listed
+ *                                  there); BENCH_PHASES=routing runs it alone
  *   BENCH_OUT                      JSON output file (bench/results/latest.json)
  *   BENCH_GANTRY_BIN               the gantry command to run (bin/gantry.js)
  *   BENCH_COMPARE_BIN              a second gantry command (e.g. another build's bin/gantry.js), measured
@@ -80,6 +82,7 @@ import { countRedisCommands, type RedisCount, scriptNames } from './lib/redis-co
 import { median, round3, roundSummary, type Summary, summarize } from './lib/stats.js';
 import { int0, table } from './lib/table.js';
 import { runPredictionsPhase } from './predictions.js';
+import { runRoutingLane } from './routing.js';
 import { runSafetyLane, type SafetyLaneResult } from './safety.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -122,7 +125,9 @@ function phaseSet(raw: string | undefined): string[] {
   const all = ['latency', 'throughput', 'stream', 'predictions'];
   if (raw === undefined || raw.trim() === '') return all;
   const chosen = raw.split(',').map((s) => s.trim());
-  const unknown = chosen.filter((p) => !all.includes(p) && p !== 'anthropic' && p !== 'safety');
+  const unknown = chosen.filter(
+    (p) => !all.includes(p) && p !== 'anthropic' && p !== 'safety' && p !== 'routing',
+  );
   if (unknown.length > 0)
     throw new Error(`BENCH_PHASES: unknown ${unknown.join(', ')} (use ${all.join(', ')})`);
   return chosen;
@@ -672,6 +677,19 @@ async function main(): Promise<number> {
     if (rest.length === 0 && !predictions && !settings.phases.includes('safety')) {
       return writeLaneOnly({ anthropic: anthropicLane.json }, anthropicLane.errors);
     }
+  }
+  // ---- the routing lane: bench/routing.ts (one dead deployment of three, circuit open); always alone ----
+  if (settings.phases.includes('routing')) {
+    const lane = await runRoutingLane({
+      root: ROOT,
+      quick,
+      rounds: settings.rounds,
+      chunks: settings.chunks,
+      gantryBin: settings.gantryBin,
+      log,
+    });
+    process.stdout.write(`${lane.text}\n`);
+    return writeLaneOnly({ routing: lane.json }, lane.errors);
   }
   // ---- the safety lane: bench/safety.ts, its own children, before the chat targets ----
   let safetyLane: SafetyLaneResult | undefined;

@@ -27,6 +27,7 @@ import { registerMetricsRoute } from './routes/metrics.js';
 import { registerModelRoutes } from './routes/models.js';
 import { registerPredictionRoutes } from './routes/predictions.js';
 import { registerResponsesRoutes } from './routes/responses.js';
+import { createRouting } from './routing/setup.js';
 import type { Safety } from './safety/engine.js';
 import { buildClassifiers, closeClassifiers } from './safety/registry.js';
 import { createServices } from './services.js';
@@ -120,6 +121,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     auth: new Authenticator(store),
     predictions,
     safety,
+    routing: createRouting(config, store, services.metrics, app.log),
   };
   const metrics = gantry.services.metrics;
 
@@ -214,6 +216,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     // The drained requests' usage is written before waiting on anything slow (the predictions' end).
     await gantry.services.usage.flush();
     await predictions.close();
+    await gantry.routing.close();
     await gantry.services.close();
     await Promise.all([...providers.values()].map((p) => p.close()));
     await closeClassifiers(safety.classifiers);

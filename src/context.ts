@@ -3,6 +3,7 @@ import type { Authenticator } from './auth/authenticate.js';
 import type { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
 import type { Predictions } from './predictions/setup.js';
+import type { Routing } from './routing/router.js';
 import type { Safety } from './safety/engine.js';
 import type { Services } from './services.js';
 import type { SqliteStore } from './store/sqlite.js';
@@ -21,4 +22,6 @@ export interface Gantry {
   predictions: Predictions;
   /** Safety policies and classifiers (README, "Safety"). */
   safety: Safety;
+  /** Deployment choice, circuit breakers and derived model status (README, "Routing and health"). */
+  routing: Routing;
 }

@@ -206,6 +206,35 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly deploymentState = new Gauge({
+    name: 'gantry_deployment_state',
+    help: "A deployment's circuit breaker: 0 closed, 1 half-open, 2 open",
+    labelNames: ['model', 'provider', 'upstream_model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly breakerTransitions = new Counter({
+    name: 'gantry_breaker_transitions_total',
+    help: 'Circuit breaker state changes of a deployment, by the state it moved to',
+    labelNames: ['model', 'provider', 'upstream_model', 'to'] as const,
+    registers: [this.registry],
+  });
+
+  readonly deploymentTtfb = new Histogram({
+    name: 'gantry_deployment_ttfb_seconds',
+    help: "A deployment's time to first byte: to the first token of a stream, to the whole answer of JSON",
+    labelNames: ['model', 'provider', 'upstream_model'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly modelStatus = new Gauge({
+    name: 'gantry_model_status',
+    help: "A model's derived status: 0 operational, 1 degraded, 2 offline",
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics !== false) collectDefaultMetrics({ register: this.registry });
   }
@@ -215,6 +244,17 @@ export class Metrics {
   private readonly requestChildren = new Map<string, RequestChildren>();
   private readonly inferenceChildren = new Map<string, InferenceChildren>();
   private readonly inflightChildren = new Map<string, GaugeChild>();
+  private readonly overheadChildren = new Map<string, ObserveChild>();
+
+  /** Gantry's own time for one inference call on `api` (README, "Routing and health"). */
+  overheadObserve(api: string, seconds: number): void {
+    let child = this.overheadChildren.get(api);
+    if (!child) {
+      child = histogramChild(this.overhead, { route: api });
+      this.overheadChildren.set(api, child);
+    }
+    child.observe(seconds);
+  }
 
   /** An inference call on `api` began (+1) or ended (-1): the in-flight gauge, without label hashing. */
   inflightAdd(api: string, delta: number): void {

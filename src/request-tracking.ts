@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { CallLabels, CallLog } from './inference/exchange.js';
 import type { Metrics } from './metrics.js';
+import { markArrival } from './routing/overhead.js';
 
 export interface TrackedRequest {
   readonly method: string;
@@ -28,6 +29,7 @@ export function requestTracker(metrics: Metrics, logLevel: string): RequestTrack
   const logRequests = logLevel === 'trace' || logLevel === 'debug' || logLevel === 'info';
   return (request, res, route) => {
     const started = performance.now();
+    markArrival(res, started);
     request.labels = { model: 'none', provider: 'none' };
     // 'close' comes once per response: `on` spares the wrapper `once` allocates per request.
     res.on('close', () => {

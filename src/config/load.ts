@@ -6,6 +6,7 @@ import { parseDocument } from 'yaml';
 import type { ProviderConfig, ProviderTimeouts } from '../../providers/types.js';
 import { MIN_KEY_LENGTH } from '../auth/keys.js';
 import { validatePricing } from '../metering/pricing.js';
+import { buildProbes, buildRouting, type RawGlobalRouting, type RawRouting } from '../routing/settings.js';
 import { buildSafety, type RawSafety } from './safety.js';
 import { configSchema } from './schema.js';
 import type {
@@ -127,7 +128,7 @@ interface RawConfig {
   };
   provider_defaults?: { timeouts?: RawTimeouts; max_connections?: number };
   providers?: Record<string, RawProvider>;
-  models?: Array<Omit<ModelEntry, 'routes' | 'serves' | 'apis' | 'defaults'> & RawModelRouting>;
+  models?: Array<Omit<ModelEntry, 'routes' | 'serves' | 'apis' | 'defaults' | 'routing'> & RawModelRouting>;
   tiers?: Record<string, TierConfig>;
   accounts?: Array<{
     name: string;
@@ -137,6 +138,7 @@ interface RawConfig {
     keys?: RawKey[];
   }>;
   safety?: RawSafety;
+  routing?: RawGlobalRouting;
   limits?: {
     failure_policy?: 'open' | 'closed';
     lease_seconds?: number;
@@ -177,7 +179,8 @@ interface RawConfig {
 }
 
 interface RawModelRouting {
-  routes: Array<{ provider: string; model?: string; continuation?: boolean }>;
+  routes: Array<{ provider: string; model?: string; continuation?: boolean; weight?: number }>;
+  routing?: RawRouting;
   serves?: Array<'inference' | 'predictions'>;
   apis?: Api[];
   defaults?: Record<string, unknown>;
@@ -274,8 +277,10 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
         provider: r.provider,
         model: r.model ?? m.namespace,
         ...(r.continuation === true ? { continuation: true } : {}),
+        ...(r.weight === undefined ? {} : { weight: r.weight }),
       })),
       defaults: m.defaults ?? {},
+      routing: buildRouting(raw.routing ?? {}, m.routing),
     };
   });
 
@@ -320,6 +325,10 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
     metrics: { enabled: raw.metrics?.enabled ?? true, port: raw.metrics?.port, token: metricsToken },
     predictions: buildPredictions(raw.predictions ?? {}, server.dataDir, env, fail),
     safety: buildSafety(raw.safety ?? {}, models, accounts, env, fail),
+    routing: {
+      probes: buildProbes(raw.routing?.probes),
+      historyLimit: raw.routing?.history?.max_entries ?? 10_000,
+    },
     redisUrl: env.REDIS_URL || raw.redis?.url || undefined,
   };
 }

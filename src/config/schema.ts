@@ -81,8 +81,36 @@ const route = {
     model: { type: 'string', minLength: 1 },
     /** This route can continue a chat stream another route broke off (README, "Stream rescue"). */
     continuation: { type: 'boolean' },
+    /** Share of the traffic under the `weighted` strategy. */
+    weight: { type: 'number', minimum: 0, maximum: 1_000_000 },
   },
 };
+
+/** How a model's deployments are chosen and watched (README, "Routing and health"). */
+const routingProperties = {
+  strategy: { enum: ['priority', 'weighted', 'least_inflight', 'latency'] },
+  first_token_ms: { type: 'integer', minimum: 1 },
+  breaker: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      consecutive_failures: { type: 'integer', minimum: 1 },
+      error_rate: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+      min_requests: { type: 'integer', minimum: 1 },
+      window_seconds: { type: 'number', exclusiveMinimum: 0 },
+      cooldown_seconds: { type: 'number', exclusiveMinimum: 0 },
+      half_open_requests: { type: 'integer', minimum: 1 },
+    },
+  },
+  degraded: {
+    type: 'object',
+    additionalProperties: false,
+    properties: {
+      error_rate: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
+      ttfb_ms: { type: 'integer', minimum: 1 },
+    },
+  },
+} as const;
 
 const ceilings = {
   type: 'object',
@@ -187,6 +215,7 @@ const model = {
     routes: { type: 'array', minItems: 1, items: route },
     /** A chat stream silent this long counts as broken (README, "Stream rescue"); absent: no such check. */
     stream_stall_ms: { type: 'integer', minimum: 100, maximum: 3_600_000 },
+    routing: { type: 'object', additionalProperties: false, properties: routingProperties },
     defaults: { type: 'object' },
     accounts: { type: 'array', items: { type: 'string' } },
     /** Overrides of the tiers' per-model ceilings for this model (e.g. lower for compute-heavy models). */
@@ -295,6 +324,29 @@ export const configSchema = {
       properties: { url: { type: 'string', pattern: '^rediss?://' } },
     },
     accounts: { type: 'array', items: account },
+    /** The defaults of every model's `routing`, active probes and the status history. */
+    routing: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        ...routingProperties,
+        probes: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            enabled: { type: 'boolean' },
+            interval_seconds: { type: 'number', minimum: 0.05 },
+            idle_seconds: { type: 'number', minimum: 0 },
+            timeout_ms: { type: 'integer', minimum: 1 },
+          },
+        },
+        history: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { max_entries: { type: 'integer', minimum: 10 } },
+        },
+      },
+    },
     safety: {
       type: 'object',
       additionalProperties: false,

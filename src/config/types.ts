@@ -3,12 +3,51 @@ import type { PolicyTable } from '../safety/policy.js';
 
 export type Api = 'chat' | 'responses' | 'embeddings' | 'other';
 
+/** One deployment of a model: a provider and the upstream model it serves (README, "Routing and health"). */
 export interface ModelRoute {
   provider: string;
   /** The model name the upstream knows; defaults to the namespace. */
   model: string;
   /** true: this route can continue a chat stream that broke off (inference/rescue.ts). */
   continuation?: boolean;
+  /** Share of the traffic under the `weighted` strategy (1 when absent). */
+  weight?: number;
+}
+
+export type RoutingStrategy = 'priority' | 'weighted' | 'least_inflight' | 'latency';
+
+/** When a deployment's circuit opens, and how it is tried again. */
+export interface BreakerSettings {
+  /** Consecutive failures that open the circuit. */
+  consecutiveFailures: number;
+  /** Error rate over the window that opens the circuit, once `minRequests` calls were seen. */
+  errorRate: number;
+  minRequests: number;
+  /** The sliding window of the error rate and of the latency figures. */
+  windowMs: number;
+  /** How long an open circuit refuses calls before its half-open trials. */
+  cooldownMs: number;
+  /** Trial calls let through at once while half-open. */
+  halfOpenRequests: number;
+}
+
+/** How a model's deployments are chosen and watched. */
+export interface RoutingSettings {
+  strategy: RoutingStrategy;
+  /** A stream silent this long before its first token moves to the next deployment (unset: no limit). */
+  firstTokenMs: number | undefined;
+  breaker: BreakerSettings;
+  /** A model is `degraded` over these (besides a deployment being open). */
+  degraded: { errorRate: number; ttfbMs: number | undefined };
+}
+
+/** Active probes of idle deployments (off by default). */
+export interface ProbeSettings {
+  enabled: boolean;
+  intervalMs: number;
+  /** A deployment that carried no call for this long is probed. */
+  idleMs: number;
+  timeoutMs: number;
 }
 
 /** One catalog entry: the Model fields of spec 2.1 as the config gives them, plus routing. */
@@ -45,6 +84,8 @@ export interface ModelEntry {
   status_reason?: string;
   /** The safety policy's name (README, "Safety"). */
   safety?: string;
+  /** Deployment choice, breaker and status thresholds: the model's own over the global `routing` (the defaults when absent). */
+  routing?: RoutingSettings;
 }
 
 /** Ceilings of one rate-limit bucket; an absent one is unlimited. */
@@ -205,6 +246,8 @@ export interface GantryConfig {
   metrics: MetricsSettings;
   predictions: PredictionSettings;
   safety: SafetySettings;
+  /** Probes and the status history (each model's routing settings are on its entry). */
+  routing: { probes: ProbeSettings; historyLimit: number };
   /** REDIS_URL or redis.url: set means distributed mode (shared limits, usage stream, credits). */
   redisUrl: string | undefined;
 }

@@ -1,4 +1,4 @@
-import type { Cancellation } from '../../providers/abort.js';
+import { Cancellation } from '../../providers/abort.js';
 import type {
   CallContext,
   InferenceProvider,
@@ -10,6 +10,8 @@ import { UpstreamError } from '../../providers/upstream-error.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
+import { REFUSED } from '../routing/breaker.js';
+import { apiOfUrl, arrivalOf, OVERHEAD_HEADER } from '../routing/overhead.js';
 import { clientGone } from './client.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
 import { fromUpstream } from './upstream-errors.js';
@@ -36,9 +38,13 @@ export interface DispatchOptions {
 }
 
 /**
- * Tries the model's providers in order. A connect error, a timeout, a 429 or a 5xx before anything was
- * sent to the client moves on to the next, and so does a stream that broke during its preamble; a stream
- * counts as started only at its first real event.
+ * Tries the model's deployments in the order its routing strategy gives (src/routing). A deployment whose
+ * circuit is open is skipped without a connection attempt; when every one is, the call fails at once with
+ * 503 MODEL_UNAVAILABLE and a Retry-After (seconds until the next half-open trial). A connect error, a
+ * timeout, a 429 or a 5xx (529 included) before anything was sent to the client moves on to the next,
+ * and so does a stream that broke during its preamble or stayed silent before its first token for the
+ * model's `first_token_ms`; a stream counts as started only at its first real event. Each attempt's
+ * outcome feeds its deployment's health.
  */
 export async function dispatch(
   gantry: Gantry,
@@ -51,31 +57,73 @@ export async function dispatch(
 ): Promise<Dispatched> {
   const cancel = clientGone(reply);
   const requestId = String(request.id);
+  const routing = gantry.routing.of(model.entry.namespace);
+  if (!routing) throw noProvider(model);
+  const firstTokenMs = body.stream === true ? routing.settings.firstTokenMs : undefined;
   let lastError: UpstreamError | undefined;
-  for (const route of model.entry.routes) {
-    const provider = gantry.providers.get(route.provider);
+  let skipped = 0;
+  let upstreamMs = 0;
+  for (const deployment of routing.order(Date.now())) {
+    const provider = gantry.providers.get(deployment.provider);
     if (!provider || (options.accepts && !options.accepts(provider))) continue;
-    const upstreamBody = body.model === route.model ? body : { ...body, model: route.model };
+    const permit = deployment.begin(Date.now());
+    if (permit === REFUSED) {
+      skipped++;
+      continue;
+    }
+    const route = deployment.upstreamModel;
+    const upstreamBody = body.model === route ? body : { ...body, model: route };
     // A failed attempt releases its own upstream connection (providers/http.ts), so the client's signal
-    // is all an attempt needs.
+    // is all an attempt needs, unless a first-token deadline may end it alone.
+    const watch = firstTokenMs === undefined ? undefined : new FirstTokenWatch(cancel, firstTokenMs);
     const ctx = new AttemptContext(
-      cancel,
+      watch === undefined ? cancel : watch.cancel,
       requestId,
       upstreamBody === request.body ? request.bodyText : undefined,
     );
+    const attemptStart = performance.now();
     let holding = false;
     try {
       let result = await call(provider, upstreamBody, ctx);
       if (result.kind === 'stream') {
         holding = true;
         result = { kind: 'stream', events: await holdPreamble(result.events, options.isPreamble) };
+        // The deadline passed in the very tick the first token came: this attempt is already aborted.
+        if (watch?.fired) {
+          await result.events[Symbol.asyncIterator]().return?.();
+          throw silentBeforeFirstToken(provider, firstTokenMs);
+        }
       }
+      watch?.stop(false);
+      const waited = performance.now() - attemptStart;
+      upstreamMs += waited;
+      deployment.succeeded(permit, Date.now(), waited);
+      // A stream is in flight until its response is over; a JSON answer is already whole.
+      const res = reply.raw;
+      if (result.kind === 'stream' && !res.destroyed) res.on('close', () => deployment.end());
+      else deployment.end();
       // The upstream has the request: its text is not needed again (see InferenceRequest.bodyText).
       if (request.bodyText !== undefined) request.bodyText = undefined;
-      return { result, provider, upstreamModel: route.model, cancel };
-    } catch (err) {
-      if (!(err instanceof UpstreamError)) throw err;
-      if (err.failure === 'aborted' || cancel.aborted) throw fromUpstream(err);
+      noteOverhead(gantry, request, reply, upstreamMs);
+      return { result, provider, upstreamModel: route, cancel };
+    } catch (thrown) {
+      watch?.stop(true);
+      upstreamMs += performance.now() - attemptStart;
+      const err = watch?.fired && !cancel.aborted ? silentBeforeFirstToken(provider, firstTokenMs) : thrown;
+      if (!(err instanceof UpstreamError) || err.failure === 'aborted' || cancel.aborted) {
+        deployment.abandoned(permit);
+        deployment.end();
+        if (err instanceof UpstreamError) throw fromUpstream(err);
+        throw err;
+      }
+      // A stream that broke (cut, cut short, garbled) before its first real event has sent the client
+      // nothing, so it is replaced like an upstream that hung up before answering.
+      const brokePreamble = holding && err.failure === 'protocol';
+      const moveOn = err.retryable || brokePreamble;
+      // A 4xx other than 429 is the request's fault: the deployment answered, so it is healthy.
+      if (moveOn) deployment.failed(permit, Date.now());
+      else deployment.succeeded(permit, Date.now(), undefined);
+      deployment.end();
       request.log.warn(
         { provider: provider.name, failure: err.failure, status: err.status, reason: err.message },
         'upstream failed',
@@ -83,17 +131,72 @@ export async function dispatch(
       const metrics = gantry.services.metrics;
       metrics.upstreamErrors.inc({ provider: provider.name, failure: err.failure });
       lastError = err;
-      // A stream that broke (cut, cut short, garbled) before its first real event has sent the client
-      // nothing, so it is replaced like an upstream that hung up before answering.
-      const brokePreamble = holding && err.failure === 'protocol';
-      if (!err.retryable && !brokePreamble) break;
+      if (!moveOn) break;
       metrics.fallbacks.inc({ provider: provider.name, model: model.entry.namespace });
     }
   }
   if (lastError) throw fromUpstream(lastError);
-  throw new GantryError('MODEL_UNAVAILABLE', {
+  if (skipped > 0) {
+    // Every deployment is open: answer now rather than wait for one (README, "Routing and health").
+    const seconds = routing.retryAfterSeconds(Date.now());
+    throw new GantryError('MODEL_UNAVAILABLE', {
+      status: 503,
+      message: `Every provider of ${model.entry.namespace} is unavailable; retry after ${seconds} s`,
+      headers: { 'retry-after': String(seconds) },
+    });
+  }
+  throw noProvider(model);
+}
+
+function noProvider(model: CatalogModel): GantryError {
+  return new GantryError('MODEL_UNAVAILABLE', {
     message: `No provider is configured to serve ${model.entry.namespace}`,
   });
+}
+
+/** The `x-gantry-overhead-ms` header and gantry_overhead_seconds (src/routing/overhead.ts). */
+function noteOverhead(
+  gantry: Gantry,
+  request: InferenceRequest,
+  reply: InferenceReply,
+  upstreamMs: number,
+): void {
+  const arrived = arrivalOf(reply.raw);
+  if (arrived === undefined) return;
+  const ms = Math.max(0, performance.now() - arrived - upstreamMs);
+  reply.headers({ [OVERHEAD_HEADER]: ms.toFixed(3) });
+  gantry.services.metrics.overheadObserve(apiOfUrl(request.url), ms / 1000);
+}
+
+function silentBeforeFirstToken(provider: InferenceProvider, ms: number | undefined): UpstreamError {
+  return new UpstreamError('timeout', provider.name, `${provider.name} sent no token within ${ms} ms`);
+}
+
+/**
+ * An attempt's own cancellation under the client's, with the model's first-token deadline: when the
+ * deadline passes before the first real event, this attempt alone is aborted and the next deployment
+ * tried; the client's cancellation still reaches the upstream for the rest of the stream.
+ */
+class FirstTokenWatch {
+  readonly cancel = new Cancellation();
+  fired = false;
+  private readonly timer: NodeJS.Timeout;
+  private readonly unlink: () => void;
+
+  constructor(parent: Cancellation, ms: number) {
+    this.unlink = parent.onAbort(() => this.cancel.abort());
+    if (parent.aborted) this.cancel.abort();
+    this.timer = setTimeout(() => {
+      this.fired = true;
+      this.cancel.abort();
+    }, ms);
+  }
+
+  /** The first token came (keep the link: the client may still cancel), or the attempt failed. */
+  stop(failed: boolean): void {
+    clearTimeout(this.timer);
+    if (failed) this.unlink();
+  }
 }
 
 /** One attempt's CallContext; a class, so the `signal` getter is not made again for every attempt. */

@@ -24,10 +24,11 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
   app.get('/v1/models', async (request) => {
     const query = request.query as Query;
     const page = readPage(query);
-    const models = gantry.catalog.visibleTo(principalOf(request).account).filter(matches(query));
+    const views = gantry.catalog.visibleTo(principalOf(request).account).map((m) => viewOf(gantry, m));
+    const models = views.filter(matches(query));
     const { offset, limit } = page;
-    const items = models.slice(offset, offset + limit).map((m) => m.view);
-    const data = page.explicit || models.length <= limit ? items : models.map((m) => m.view);
+    const items = models.slice(offset, offset + limit);
+    const data = page.explicit || models.length <= limit ? items : models;
     return { object: 'list', data, models: items, has_more: offset + limit < models.length };
   });
   rejectOtherMethods(app, '/v1/models', ['GET']);
@@ -43,7 +44,7 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
         details: 'GET /v1/models lists the models your key may use.',
       });
     }
-    return withFields(model, (request.query as Query).fields);
+    return withFields(model, viewOf(gantry, model), (request.query as Query).fields);
   });
   rejectOtherMethods(app, '/v1/models/*', ['GET']);
 }
@@ -72,14 +73,27 @@ function readInt(query: Query, name: string, fallback: number, min: number, max:
   return value;
 }
 
-function matches(query: Query): (m: CatalogModel) => boolean {
+type View = Readonly<Record<string, unknown>>;
+
+/**
+ * The Model object with its live status: the config's `status` is an operator's override and wins;
+ * otherwise the status derived from the deployments' health (src/routing/status.ts), with
+ * `status_reason` saying why when it is not operational.
+ */
+function viewOf(gantry: Gantry, model: CatalogModel): View {
+  if (model.entry.status !== undefined) return model.view;
+  const derived = gantry.routing.statusOf(model.entry.namespace);
+  if (derived === undefined || derived.status === 'operational') return model.view;
+  return { ...model.view, status: derived.status, status_reason: derived.reason };
+}
+
+function matches(query: Query): (view: View) => boolean {
   const { vendor, type, status } = query;
   if (status !== undefined && !STATUSES.has(status)) {
     throw invalidParameter('status', 'status must be one of operational, degraded, offline');
   }
   const vendorLower = vendor?.toLowerCase();
-  return (m) => {
-    const view = m.view;
+  return (view) => {
     if (type !== undefined && view.type !== type) return false;
     if (status !== undefined && view.status !== status) return false;
     if (vendorLower !== undefined) {
@@ -90,8 +104,8 @@ function matches(query: Query): (m: CatalogModel) => boolean {
   };
 }
 
-function withFields(model: CatalogModel, fields: string | undefined): Record<string, unknown> {
-  if (!fields) return model.view;
+function withFields(model: CatalogModel, view: View, fields: string | undefined): View {
+  if (!fields) return view;
   const extra: Record<string, unknown> = {};
   for (const field of fields.split(',').map((f) => f.trim())) {
     if (field === '') continue;
@@ -100,7 +114,7 @@ function withFields(model: CatalogModel, fields: string | undefined): Record<str
     }
     extra[field] = model.entry[field as 'input_schema' | 'output_schema'] ?? {};
   }
-  return { ...model.view, ...extra };
+  return { ...view, ...extra };
 }
 
 function safeDecode(raw: string): string {

@@ -1,0 +1,72 @@
+import type { RoutingSettings } from '../config/types.js';
+import type { Deployment } from './health.js';
+
+export type ModelStatus = 'operational' | 'degraded' | 'offline';
+
+export interface DerivedStatus {
+  status: ModelStatus;
+  /** Why it is not operational; undefined when it is. */
+  reason: string | undefined;
+}
+
+/**
+ * A model's status from its deployments' health: `offline` when every circuit is open, `degraded` when
+ * some are open or half-open, or when the calls of the window fail or answer slowly over the model's
+ * thresholds (`routing.degraded`, judged once `breaker.min_requests` calls were seen), else
+ * `operational`.
+ */
+export function deriveStatus(
+  deployments: readonly Deployment[],
+  settings: RoutingSettings,
+  now: number,
+): DerivedStatus {
+  let open = 0;
+  let unwell = 0;
+  let calls = 0;
+  let failures = 0;
+  let ttfbSum = 0;
+  let ttfbCalls = 0;
+  for (const d of deployments) {
+    const state = d.breaker.state;
+    if (state === 'open') open++;
+    if (state !== 'closed') unwell++;
+    const c = d.counts(now);
+    calls += c.calls;
+    failures += c.failures;
+    if (c.meanTtfbMs !== undefined) {
+      // Weighted by the calls that reported it, close enough to the window's mean.
+      ttfbSum += c.meanTtfbMs * (c.calls - c.failures);
+      ttfbCalls += c.calls - c.failures;
+    }
+  }
+  const total = deployments.length;
+  if (total > 0 && open === total) {
+    return { status: 'offline', reason: `all ${total} deployments are unavailable (circuit open)` };
+  }
+  if (unwell > 0) {
+    return { status: 'degraded', reason: `${unwell} of ${total} deployments unavailable (circuit open)` };
+  }
+  const { errorRate, ttfbMs } = settings.degraded;
+  if (calls >= settings.breaker.minRequests) {
+    if (failures / calls >= errorRate) {
+      return {
+        status: 'degraded',
+        reason: `${Math.round((failures / calls) * 100)}% of recent calls failed`,
+      };
+    }
+    if (ttfbMs !== undefined && ttfbCalls > 0 && ttfbSum / ttfbCalls > ttfbMs) {
+      return {
+        status: 'degraded',
+        reason: `recent calls took ${Math.round(ttfbSum / ttfbCalls)} ms to their first byte`,
+      };
+    }
+  }
+  return { status: 'operational', reason: undefined };
+}
+
+/** Whole seconds until the first open deployment lets a trial through (at least 1), for Retry-After. */
+export function retryAfterSeconds(deployments: readonly Deployment[], now: number): number {
+  let wait = Number.POSITIVE_INFINITY;
+  for (const d of deployments) wait = Math.min(wait, d.breaker.waitMs(now));
+  return Number.isFinite(wait) ? Math.max(1, Math.ceil(wait / 1000)) : 1;
+}
