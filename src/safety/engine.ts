@@ -122,11 +122,7 @@ async function check(
   } catch (err) {
     if (!(err instanceof ClassifierUnavailable)) throw err;
     if (active.onFailure === 'closed') {
-      throw new GantryError('SERVICE_UNAVAILABLE', {
-        message: 'The safety classifier is unavailable and the policy fails closed; retry later',
-        code: 'content_filter_unavailable',
-        cause: err,
-      });
+      throw classifierDown(err);
     }
     return { results: unavailableResults(err.message), flagged: [], blocked: false, findings: undefined };
   }
@@ -217,4 +213,13 @@ export function recordCheck(
 
 export function newSafetyOutcome(): SafetyOutcome {
   return { flagged: new Set(), blocked: false, redacted: 0 };
+}
+
+/** The 503 of a check that could not run under a policy that fails closed. */
+export function classifierDown(cause: ClassifierUnavailable): GantryError {
+  return new GantryError('SERVICE_UNAVAILABLE', {
+    message: 'The safety classifier is unavailable and the policy fails closed; retry later',
+    code: 'content_filter_unavailable',
+    cause,
+  });
 }

@@ -3,7 +3,9 @@
  * never leaves Gantry, nor reaches a log or a record.
  */
 import type { PiiKind } from './categories.js';
-import type { PiiSpan } from './classifier.js';
+import type { Findings, PiiSpan, TextClassifier, TextSource } from './classifier.js';
+import type { ClassifierEntry, Safety } from './engine.js';
+import type { SafetyPolicy } from './policy.js';
 
 const PLACEHOLDERS: Readonly<Record<PiiKind, string>> = {
   email: '[EMAIL]',
@@ -34,4 +36,47 @@ export function maskText(
     masked++;
   }
   return { text: out + text.slice(at), masked };
+}
+
+/** Each policy's `redact` as a set, made once per policy (policies are built at start and kept). */
+const KINDS = new WeakMap<SafetyPolicy, ReadonlySet<PiiKind>>();
+
+function kindsOf(policy: SafetyPolicy): ReadonlySet<PiiKind> {
+  let kinds = KINDS.get(policy);
+  if (kinds === undefined) {
+    kinds = new Set(policy.redact);
+    KINDS.set(policy, kinds);
+  }
+  return kinds;
+}
+
+/**
+ * Masks personal data in the texts of one request. The spans always come from the built-in offline
+ * classifier, which runs in process and synchronously, whatever classifier the policy names: the
+ * original text reaches no other classifier and no service, and masking never waits or fails open.
+ */
+export class Redactor {
+  /** Pieces masked so far. */
+  masked = 0;
+
+  constructor(
+    private readonly offline: TextClassifier,
+    private readonly kinds: ReadonlySet<PiiKind>,
+  ) {}
+
+  mask(text: string, source: Extract<TextSource, 'prompt' | 'document'> = 'prompt'): string {
+    if (text === '') return text;
+    const findings = this.offline.classify(text, source) as Findings;
+    const out = maskText(text, findings.pii ?? [], this.kinds);
+    this.masked += out.masked;
+    return out.text;
+  }
+}
+
+/** The request's Redactor, or undefined when its policy masks nothing. */
+export function redactorFor(safety: Safety, policy: SafetyPolicy): Redactor | undefined {
+  if (policy.redact.length === 0) return undefined;
+  // registry.ts always builds the offline classifier.
+  const offline = safety.classifiers.get('offline') as ClassifierEntry;
+  return new Redactor(offline.classifier, kindsOf(policy));
 }
