@@ -86,8 +86,9 @@ const MINOR_KEYS = [
 const w = (n: number) => `(?:[\\w'’-]+\\s+){0,${n}}`;
 const re = (source: string) => new RegExp(source);
 
+/** Whom a threat is against (not "my life", "my time": those are the speaker's own). */
 const PERSON =
-  '(?:you|him|her|them|your (?:\\w+)|his (?:\\w+)|my (?:\\w+)|everyone|everybody|people|someone|somebody)';
+  '(?:you|him|her|them|(?:your|his|my) (?!life\\b|own\\b|days\\b|time\\b|career\\b|pain\\b)\\w+|everyone|everybody|people|someone|somebody)';
 
 export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
   violence: {
@@ -108,25 +109,28 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       'strangle|strangled|strangling|choke|choked|choking|suffocate': 0.9,
       'behead|beheaded|beheading|decapitate|decapitated|dismember|dismembered|mutilate|mutilated|maim': 1.5,
       'corpse|corpses|gore|gory|guts|entrails': 0.8,
-      'dead|death|die|dies|died|dying': 0.3,
+      'dead|death|die|dies|died|dying': 0.5,
       'violence|violent|brutal|brutally': 0.6,
       'weapon|weapons': 0.6,
       'hurt|hurts|wound|wounded|injure|injured': 0.4,
       'punch|punched|beat|beaten|beating|kick|kicked|smash|smashed': 0.3,
-      'hostage|hostages|kidnap|kidnapped|kidnapping|terrorist|terrorists|terrorism': 0.8,
-      'war|wars|battle|combat|soldiers': 0.3,
+      'hostage|hostages|kidnap|kidnapped|kidnapping|terrorist|terrorists|terrorism': 1,
+      'war|wars|battle|battles|combat|soldiers|fight|fights|fighting|knockout|boxer|boxing|robbery|robbed|armed': 0.5,
+      'slay|slays|slayed|slain|slew|exterminate|exterminated|extermination|eradicate|lynch|lynched|butchered': 1,
       'execute|executed|execution': 0.4,
       'poison|poisoned|poisoning': 0.7,
       'rape|raped': 1,
       'burn|burned|arson': 0.3,
       sniper: 0.7,
+      'ripped|tore|gouged|sliced|hacked|slit|slashed|crushed|bleed': 0.3,
+      'blow|end|bury|body|next': 0,
       'sarin|ricin|anthrax|napalm|thermite|nerve agent|nerve agents|bioweapon|bioweapons|chemical weapon|chemical weapons|silencer|silencers|ghost gun|ghost guns|pipe bomb|pipe bombs': 1,
     },
     patterns: [
       // Threats: the speaker will hurt the addressee or someone named.
       {
         re: re(
-          `\\b(?:i|we)(?:'m| am|'ll| will|'re| are)?\\s+(?:going to|gonna|will|about to|want to|wanna|plan to|intend to|swear i'll|swear i will)\\s+${w(2)}(?:kill|murder|stab|shoot|strangle|choke|hurt|beat|torture|slit|poison|end|bury)\\s+${PERSON}`,
+          `\\b(?:i|we)(?:'m| am|'ll| will|'re| are)?\\s+(?:going to|gonna|will|about to|want to|wanna|plan to|intend to|swear i'll|swear i will)\\s+${w(4)}(?:kill|murder|stab|shoot|strangle|choke|hurt|beat|torture|slit|poison|end|bury|hunt|burn)\\s+${PERSON}`,
         ),
         severity: 'medium',
         keys: [
@@ -152,7 +156,7 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       },
       {
         re: re(
-          `\\b(?:i hope|hope)\\s+(?:you|he|she|they)\\s+${w(1)}(?:die|dies|get killed|gets killed|get shot|gets shot|get stabbed|burn|bleed)\\b|\\b(?:deserved?|deserves) to (?:die|be killed|be shot|be murdered|be tortured)\\b`,
+          `\\b(?:i hope|hope)\\s+(?:you|he|she|they)\\s+${w(1)}(?:die|dies|get killed|gets killed|get shot|gets shot|get stabbed|burn|bleed)\\b|\\b(?:deserved?|deserves) to (?:die|be (?:\\w+ )?(?:killed|shot|murdered|tortured|beaten|stabbed|hanged|burned|raped|executed))\\b`,
         ),
         severity: 'medium',
         keys: ['die', 'dies', 'killed', 'shot', 'stabbed', 'burn', 'bleed', 'murdered', 'tortured'],
@@ -168,7 +172,7 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       // Instructions for weapons or killing.
       {
         re: re(
-          `\\b(?:how (?:to|do i|can i|could i|would i|do you|does one)|ways? to|steps? to|instructions? (?:for|to|on)|guide (?:to|for)|recipe for|tutorial (?:on|for)|teach me to|show me how to|tell me how to)\\s+${w(2)}(?:make|build|assemble|construct|create|cook|synthesi[sz]e|get|buy)\\s+${w(2)}(?:bombs?|pipe bombs?|explosives?|ied|molotov(?: cocktails?)?|grenades?|nerve agents?|sarin|ricin|anthrax|bioweapons?|chemical weapons?|ghost guns?|untraceable (?:guns?|firearms?)|silencers?|napalm|thermite)\\b`,
+          `\\b(?:how (?:to|do i|can i|could i|would i|do you|does one)|ways? to|steps? to|instructions? (?:for|to|on)|guide (?:to|for)|recipe for|tutorial (?:on|for)|teach me to|show me how to|tell me how to)\\s+(?:${w(2)}(?:make|build|assemble|construct|create|cook|synthesi[sz]e|get|buy)\\s+)?${w(2)}(?:bombs?|pipe bombs?|explosives?|ied|molotov(?: cocktails?)?|grenades?|nerve agents?|sarin|ricin|anthrax|bioweapons?|chemical weapons?|ghost guns?|untraceable (?:guns?|firearms?)|silencers?|napalm|thermite)\\b`,
         ),
         severity: 'high',
         keys: WEAPON_KEYS,
@@ -193,11 +197,62 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
         severity: 'high',
         keys: ['shoot', 'bomb', 'blow', 'attack', 'massacre', 'kill'],
       },
+      // Sexual violence against someone.
+      {
+        re: /\b(?:rape[ds]?|raping|sexually assault(?:ed|ing|s)?|molest(?:ed|ing|s)?)\s+(?:her|him|them|me|us|you|a |an |the |his |my |their |\w+ (?:girl|boy|woman|man|child))/,
+        keys: ['rape', 'raped', 'raping', 'molest', 'molested', 'molesting', 'assault', 'assaulted'],
+        severity: 'medium',
+      },
+      // Killing many, described.
+      {
+        re: /\b(?:massacred|slaughtered|butchered|exterminated|executed|beheaded|gunned down|mowed down|murdered|killed)\s+(?:\w+\s+){0,2}(?:hundreds|thousands|dozens|scores|\d{2,}|all the|every)\b/,
+        keys: [
+          'massacred',
+          'slaughtered',
+          'butchered',
+          'exterminated',
+          'executed',
+          'beheaded',
+          'murdered',
+          'killed',
+        ],
+        severity: 'medium',
+      },
+      // Calls to kill everyone of a kind.
+      {
+        re: /\b(?:kill|exterminate|slaughter|massacre|murder|eradicate|wipe out|gas|lynch|shoot)\s+(?:all|every|each)\s+(?:(?:the|of the|those|these)\s+)?[a-z]+/,
+        keys: ['kill', 'exterminate', 'slaughter', 'massacre', 'murder', 'eradicate', 'lynch', 'shoot'],
+        severity: 'high',
+      },
+      // Steps of making a weapon (a completion giving instructions).
+      {
+        re: /\b(?:first|then|next|step \d+|finally|now)\b,?[^.!?]{0,80}\b(?:pack|fill|attach|connect|wire|mix|seal|add|pour|insert)\b[^.!?]{0,60}\b(?:detonator|explosive|explosives|fuse|shrapnel|gunpowder|blasting cap|igniter|accelerant)\b|\b(?:acquire|get|buy|obtain)\s+(?:a |an |some )?(?:detonator|blasting cap|fuse|shrapnel|gunpowder)\b[^.!?]{0,20}\b(?:then|and)\b/,
+        keys: ['explosive', 'explosives', 'bomb', 'detonator', 'detonate'],
+        severity: 'high',
+      },
       // Graphic description.
       {
-        re: /\b(?:ripped|tore|gouged|sliced|hacked|cut) (?:out |open |off )?(?:his|her|their|the victim's) (?:eyes|throat|guts|stomach|head|fingers|limbs|skin)\b|\bblood (?:sprayed|gushed|pooled|spattered)\b/,
+        re: /\b(?:ripped|tore|gouged|sliced|hacked|cut|slit|slashed|smashed|crushed|stabbed) (?:out |open |off )?(?:his|her|their|the victim's|the man's|the woman's) (?:eyes|throat|guts|stomach|head|skull|face|fingers|limbs|skin|chest)\b|\bblood (?:sprayed|gushed|pooled|spattered)\b|\bbleed(?:ing)? out\b|\b(?:beaten|stabbed|burned|tortured) to death\b/,
         severity: 'medium',
-        keys: ['ripped', 'tore', 'gouged', 'sliced', 'hacked', 'cut', 'blood'],
+        keys: [
+          'ripped',
+          'tore',
+          'gouged',
+          'sliced',
+          'hacked',
+          'cut',
+          'slit',
+          'slashed',
+          'smashed',
+          'crushed',
+          'stabbed',
+          'blood',
+          'bleed',
+          'bleeding',
+          'beaten',
+          'burned',
+          'tortured',
+        ],
       },
     ],
   },
@@ -214,7 +269,8 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       'razor|razors|blade': 0.3,
       'pills|tablets': 0.2,
       'hang|hanging|noose': 0.3,
-      'anorexia|anorexic|bulimia|bulimic|purge|purging|starve|starving': 0.5,
+      'anorexia|anorexic|bulimia|bulimic|eating disorder|eating disorders': 1,
+      'purge|purging|starve|starving': 0.5,
       'worthless|hopeless': 0.3,
       'end|ending': 0,
       'wrists|wrist': 0.5,
@@ -299,6 +355,11 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
         ],
       },
       {
+        re: /\b(?:mix|take|use|buy|swallow|drink|inject|combine|jump from|jump off)\b[^.!?]{0,40}\bto (?:kill myself|end my (?:own )?life|die|commit suicide|overdose|not wake up)\b|\btake (?:all|\d+|a (?:whole|full) (?:bottle|pack|box)) (?:of )?(?:the |your |my )?(?:pills|tablets|meds|sleeping pills)\b[^.!?]{0,60}\b(?:not wake up|never wake up|die|dead|end it)/,
+        keys: ['myself', 'suicide', 'end', 'die', 'overdose', 'wake up', 'dead', 'pills', 'tablets', 'meds'],
+        severity: 'high',
+      },
+      {
         re: /\b(?:suicide|self-harm|self harm) (?:methods?|techniques?|instructions?|tips)\b/,
         severity: 'high',
         keys: ['suicide', 'self-harm', 'self harm'],
@@ -312,19 +373,19 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
   },
   sexual: {
     words: {
-      'sex|sexual|sexually': 0.5,
-      'sexy|seductive|seduce|seduced': 0.5,
+      'sex|sexual|sexually': 1,
+      'sexy|seductive|seduce|seduced': 0.7,
       'nude|nudes|naked|undressed|undressing': 0.8,
       'porn|porno|pornography|pornographic|xxx|nsfw': 1.5,
       'erotic|erotica': 1.2,
       'orgasm|orgasms|climax|climaxed': 1.2,
-      intercourse: 0.8,
+      intercourse: 1,
       'penis|vagina|vulva|clitoris|clit|genitals|genitalia|testicles': 1,
       'breasts|nipples|nipple': 0.8,
       'masturbate|masturbated|masturbating|masturbation': 1.5,
       'blowjob|handjob|fellatio|cunnilingus': 2,
       'horny|aroused|arousal|lust|lustful': 0.8,
-      'lingerie|thong': 0.4,
+      'lingerie|thong': 0.5,
       'stripper|strippers|striptease': 0.7,
       'fetish|bdsm|bondage|kinky|dominatrix': 1,
       'dildo|dildos|vibrator': 1.2,
@@ -381,6 +442,28 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
         severity: 'medium',
         keys: ['nudes', 'naked', 'pics', 'dick', 'tits', 'boobs'],
       },
+      {
+        re: /\b(?:watch|find|list|best|free|show me|send me|download|stream|link to|links to|recommend)\b[^.!?]{0,30}\b(?:porn|porno|pornography|xxx|nsfw (?:videos?|pics|sites?))\b/,
+        keys: ['porn', 'porno', 'pornography', 'xxx', 'nsfw'],
+        severity: 'medium',
+      },
+      {
+        re: /\b(?:graphic|explicit|vivid|lurid|intimate) detail\b[^.!?]{0,80}\b(?:sex|sexual|naked|nude|orgasm|moan\w*|undress\w*|erotic)\b|\b(?:sex|sexual|naked|nude|orgasm|erotic)\b[^.!?]{0,80}\b(?:graphic|explicit|vivid|lurid) detail\b/,
+        keys: [
+          'sex',
+          'sexual',
+          'naked',
+          'nude',
+          'orgasm',
+          'moan',
+          'moaned',
+          'moaning',
+          'undressed',
+          'undressing',
+          'erotic',
+        ],
+        severity: 'medium',
+      },
       // Minors in a sexual context; sexual violence described.
       {
         re: /\b(?:child|children|kid|kids|minor|minors|underage|preteen|\d{1,2}[- ]year[- ]olds?|schoolgirl|schoolboy|little (?:girl|boy))\b[^.!?]{0,60}\b(?:sex|sexual|sexy|naked|nude|porn\w*|erotic|aroused|horny|seduc\w*|molest\w*)|\b(?:sex|sexual|sexy|naked|nude|porn\w*|erotic|aroused|horny|seduc\w*|molest\w*)\b[^.!?]{0,60}\b(?:child|children|kid|kids|minor|minors|underage|preteen|\d{1,2}[- ]year[- ]olds?|schoolgirl|schoolboy|little (?:girl|boy))\b/,
@@ -400,7 +483,8 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       'subhuman|subhumans|untermensch': 1.5,
       'vermin|parasites|cockroaches|savages|mongrels': 0.6,
       'inferior|degenerate|degenerates': 0.5,
-      'racist|racists|racism|bigot|bigots|bigotry|hatred|hate': 0.2,
+      'racist|racists|racism|bigot|bigots|bigotry|antisemitism|antisemitic|islamophobia|islamophobic|homophobia|homophobic|transphobia|transphobic|xenophobia|xenophobic|segregation|hate speech|hate crime|hate crimes|slur|slurs': 1,
+      'hatred|hate': 0.2,
       'nazi|nazis|neo-nazi': 0.4,
       'master race|white power|white supremacy|white supremacist|ethnic cleansing|race war': 1.2,
       'heil hitler|sieg heil|1488': 2.5,
@@ -435,7 +519,7 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       // Calls for violence or removal.
       {
         re: re(
-          `\\b(?:kill|exterminate|gas|eradicate|wipe out|get rid of|deport|purge|cleanse|lynch|hang|burn|shoot|eliminate|round up|sterili[sz]e|remove)\\s+(?:all\\s+|every\\s+|the\\s+|those\\s+|these\\s+)?(?:fucking\\s+|filthy\\s+|damn\\s+)?${G}\\b`,
+          `\\b(?:kill|exterminate|gas|eradicate|wipe out|get rid of|deport|purge|cleanse|lynch|hang|burn|shoot|eliminate|round up|sterili[sz]e|remove)\\s+(?:(?:all|every|the|those|these|of the)\\s+){0,2}(?:fucking\\s+|filthy\\s+|damn\\s+)?${G}\\b`,
         ),
         severity: 'high',
         keys: GROUP_KEYS,
@@ -456,6 +540,16 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
   },
 };
 
+/**
+ * Marks of a joke or hyperbole ("lol", "haha", "jk", a laughing emoji): a threat in such a text is low
+ * rather than medium (instructions and worse are not lowered).
+ */
+export const JEST = /\b(?:lol|lmao|rofl|haha\w*|hehe\w*|jk|just kidding|kidding)\b|😂|🤣|😆|;\)|:\)|:d\b/;
+
+/** The speaker harming themself: these words count for self_harm, not for violence. */
+export const SELF_DIRECTED =
+  /\b(?:kill|killing|hurt|hurting|cut|cutting|harm|harming|starve|starving|shoot|hang|hanging|stab|stabbing|poison|poisoning|burn|burning)\s+(?:myself|yourself|oneself|herself|himself|themselves)\b/g;
+
 export interface Harmless {
   /** Lexicon words of which one must be in the text for `re` to run. */
   keys: readonly string[];
@@ -473,7 +567,7 @@ export const HARMLESS: readonly Harmless[] = [
   {
     keys: ['kill', 'kills', 'killed', 'killing', 'killer'],
     re: new RegExp(
-      `\\bkill(?:s|ed|ing)?\\s+(?:-\\d+\\s+)?(?:${NOT_A_PERSON}[\\w.-]+\\s+){0,3}(?:process(?:es)?|tasks?|jobs?|threads?|servers?|sessions?|pids?|commands?|apps?|applications?|programs?|containers?|pods?|tabs?|quer(?:y|ies)|connections?|scripts?|switch|workers?|daemons?|services?|instances?|signals?|builds?|requests?|lights|engine|music|mood|vibe|conversation|weeds?|bacteria|germs|mold|mould|pests?|insects|bugs|flies|two birds with one stone)\\b|\\bkill(?:ed|ing)? it\\b|\\bkill (?:switch|chain|screen|count|feed|zone)\\b|\\bkiller (?:app|feature|whale|whales|bees|instinct|deal|heels|sudoku)\\b|\\bkilling time\\b`,
+      `\\bkill(?:s|ed|ing)?\\s+(?:-\\d+\\s+)?(?:${NOT_A_PERSON}[\\w.-]+\\s+){0,3}(?:process(?:es)?|tasks?|jobs?|threads?|servers?|sessions?|pids?|commands?|apps?|applications?|programs?|containers?|pods?|tabs?|quer(?:y|ies)|connections?|scripts?|switch|workers?|daemons?|services?|instances?|signals?|builds?|requests?|lights|engine|music|mood|vibe|conversation|weeds?|bacteria|germs|mold|mould|pests?|insects|bugs|flies|two birds with one stone)\\b|\\bkill(?:ed|ing)? it\\b|\\bkill (?:switch|chain|screen|count|feed|zone)\\b|\\bkiller (?:app|feature|whale|whales|bees|instinct|deal|heels|sudoku)\\b|\\bkilling time\\b|\\b(?:is|are|was|were|it's|that's|they're) killing me\\b`,
       'g',
     ),
   },
@@ -503,7 +597,7 @@ export const HARMLESS: readonly Harmless[] = [
   },
   {
     keys: ['breasts', 'sex', 'sexual'],
-    re: /\bchicken breasts?\b|\bsex (?:education|ed|chromosomes?|differences|ratio|cells|hormones|determination|discrimination|offenders? registry)\b|\bsexual (?:health|harassment|orientation|reproduction|dimorphism|selection|education|abuse prevention)\b|\bgender and sex\b/g,
+    re: /\bchicken breasts?\b|\bsex (?:education|ed|chromosomes?|differences|ratio|cells|hormones|determination|discrimination|offenders? registry)\b|\bsexual (?:health|harassment|orientation|reproduction|dimorphism|selection|education|abuse prevention)\b|\bgender and sex\b|\b(?:biological|assigned|opposite|same|male|female|either) sex\b/g,
   },
   {
     keys: ['hang', 'hanging'],
@@ -515,7 +609,7 @@ export const HARMLESS: readonly Harmless[] = [
   },
   {
     keys: ['suicide'],
-    re: /\bsuicide (?:squad|doors?|prevention|hotline|helpline|lifeline|crisis line|awareness)\b/g,
+    re: /\bsuicide (?:squad|doors?)\b/g,
   },
   { keys: ['assault'], re: /\bassault rifle ban\b/g },
 ];

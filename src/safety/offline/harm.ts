@@ -11,13 +11,14 @@
  *   means or the place, calls for violence against a group, sexual content involving minors or
  *   non-consent, self-harm intent.
  * Each pattern sets the least severity of a text it matches; the words' score can raise it to medium.
+ * A violent threat with a mark of jest ("lol", "haha") is low; "kill myself" counts for self_harm only.
  *
  * Cost: one scan of the lower-cased text with all categories' words (one trie-shaped expression); a
  * text with none of them stops there. Otherwise harmless uses are blanked out, the words are scored,
  * and only the categories with a word run their patterns.
  */
 import { HARM_CATEGORIES, type HarmCategory, type Severity, severityRank } from '../categories.js';
-import { HARM, HARMLESS } from './harm-lexicon.js';
+import { HARM, HARMLESS, JEST, SELF_DIRECTED } from './harm-lexicon.js';
 import { trieSource } from './trie.js';
 
 /** Word score from which the vocabulary alone makes a text low, and medium. */
@@ -66,11 +67,16 @@ export function harmClassifier(): HarmClassifier {
       const score: Record<HarmCategory, number> = { hate: 0, sexual: 0, violence: 0, self_harm: 0 };
       const seen = new Set<HarmCategory>();
       const counts = new Map<string, number>();
+      // "kill myself": the verb is self-harm's, not violence's.
+      const self: number[] = [];
+      if (text.includes('sel')) for (const m of text.matchAll(SELF_DIRECTED)) self.push(m.index);
       for (const m of text.matchAll(words)) {
         const word = m[0];
         const n = (counts.get(word) ?? 0) + 1;
         counts.set(word, n);
+        const selfDirected = self.includes(m.index);
         for (const [category, weight] of WEIGHTS.get(word) ?? []) {
+          if (selfDirected && category === 'violence') continue;
           seen.add(category);
           if (n <= REPEATS) score[category] += weight;
         }
@@ -86,6 +92,8 @@ export function harmClassifier(): HarmClassifier {
           )
             severity = pattern.severity;
         }
+        // A threat made in jest ("lol") is low; instructions and worse stay.
+        if (severity === 'medium' && category === 'violence' && JEST.test(text)) severity = 'low';
         result[category] = severity;
       }
       return result;

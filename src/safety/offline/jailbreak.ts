@@ -80,6 +80,13 @@ const RULES: readonly Rule[] = [
     keys: OVERRIDE_VERBS,
   },
   {
+    re: new RegExp(
+      `\\b(?:ignor(?:e|ing)|disregard(?:ing)?|forget(?:ting)?|overrid(?:e|ing)|bypass(?:ing)?|skip(?:ping)?|set aside|do not follow|don't follow|stop following)\\s+${W}(?:content polic(?:y|ies)|safety (?:guidelines|rules|filters?|policies|measures|settings)|guardrails|programming|ethical (?:guidelines|constraints|rules)|system prompt|usage polic(?:y|ies))\\b`,
+    ),
+    weight: 1,
+    keys: OVERRIDE_VERBS,
+  },
+  {
     re: /\b(?:ignore|disregard|forget)\s+(?:everything|all)\s+(?:above|before|prior|previously|you (?:were|have been) told)/,
     weight: 1,
     keys: ['ignor', 'disregard', 'forget'],
@@ -119,7 +126,7 @@ const RULES: readonly Rule[] = [
   },
   { re: /\b(?:mode|jailbreak)\s+(?:enabled|activated|on|unlocked)\b/, weight: 0.5, keys: ['mode', 'jailbr'] },
   {
-    re: /\b(?:you are|you're|act as|pretend (?:to be|you are|you're)|roleplay as|play the role of|become)\s+(?:now\s+)?(?:an?\s+)?(?:\w+\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|unethical|rogue|evil|lawless)\b/,
+    re: /\b(?:you are|you're|act as|pretend (?:to be|you are|you're)|roleplay as|play the role of|become)\b[^.!?\n]{0,40}\b(?:unrestricted|unfiltered|uncensored|jailbroken|amoral|unethical|rogue|evil|lawless)\b/,
     weight: 0.8,
     keys: ['unrestrict', 'unfilter', 'uncensor', 'jailbr', 'amoral', 'unethical', 'rogue', 'evil', 'lawless'],
   },
@@ -142,9 +149,14 @@ const RULES: readonly Rule[] = [
   },
   { re: /\b(?:jailbreak|jailbroken|jailbreaking)\b/, weight: 0.5, keys: ['jailbr'] },
   {
-    re: /\bstay in character\b|\bbreak character\b|\bnever refuse\b|\bcannot refuse\b|\bmust answer (?:every|all|any)/,
+    re: /\bstay in character\b|\bdo not break character\b|\bdon't break character\b/,
     weight: 0.5,
-    keys: ['stay in character', 'break character', 'never refuse', 'cannot refuse', 'must answer'],
+    keys: ['stay in character', 'do not break', "don't break"],
+  },
+  {
+    re: /\bnever refuses?\b|\bcannot refuse\b|\bcan't refuse\b|\bmust answer (?:every|all|any)|\balways (?:answer|comply)\b/,
+    weight: 0.5,
+    keys: ['never refuse', 'cannot refuse', "can't refuse", 'must answer', 'always answer', 'always comply'],
   },
   {
     re: /\b(?:openai|anthropic|your creators?|your developers?)(?:'s)? (?:policies|rules|guidelines|content policy)\b/,
@@ -152,9 +164,9 @@ const RULES: readonly Rule[] = [
     keys: ['openai', 'anthropic', 'your creator', 'your developer'],
   },
   {
-    re: /\b(?:hypothetical|fictional) (?:ai|model|assistant|chatbot) (?:with no|without|that has no)\b/,
+    re: /\b(?:hypothetical|fictional|imaginary|pretend (?:to be|you are|you're)|imagine (?:you are|you're)|act as(?: if you (?:are|were))?|roleplay as)\s+(?:an?\s+)?(?:\w+\s+)?(?:ai|model|assistant|chatbot|llm)\s+(?:with no|without|that has no|free of|that ignores)\b/,
     weight: 0.7,
-    keys: ['hypothetical', 'fictional'],
+    keys: ['hypothetical', 'fictional', 'imaginary', 'pretend', 'imagine', 'act as', 'roleplay'],
   },
   // System prompt exfiltration.
   {
@@ -184,7 +196,7 @@ const RULES: readonly Rule[] = [
   { re: /\b(?:base64|rot13|rot-13)\b/, weight: 0.2, keys: ['base64', 'rot13', 'rot-13'] },
   // Addressed to the AI that reads a document.
   {
-    re: /\b(?:ai|assistant|language model|llm|chatbot|model|agent|gpt)s?\s+(?:reading|processing|summari[sz]ing|analy[sz]ing|parsing|browsing)\s+(?:this|the)\b/,
+    re: /\b(?:ai|assistant|language model|llm|chatbot|model|agent|gpt)s?\s+(?:reading|processing|summari[sz]ing|analy[sz]ing|parsing|browsing|screening|reviewing|evaluating|grading|ranking)\s+(?:this|the)\b/,
     weight: 0.6,
     keys: READERS,
   },
@@ -199,7 +211,7 @@ const RULES: readonly Rule[] = [
     keys: ['the user'],
   },
   {
-    re: /\b(?:send|forward|email|post|upload|exfiltrate|transmit)\s+(?:the\s+|all\s+|this\s+|their\s+|your\s+)?(?:user'?s?\s+)?(?:conversation|chat history|data|credentials|passwords?|api keys?|personal (?:data|information)|messages|files|contacts)\s+to\b/,
+    re: /\b(?:send|forward|email|post|upload|exfiltrate|transmit)\s+(?:the\s+|all\s+|this\s+|their\s+|your\s+)?(?:user'?s?\s+)?(?:(?:conversation|chat)(?: history| logs?| transcripts?)?|data|credentials|passwords?|api keys?|personal (?:data|information)|messages|e-?mails|files|contacts)\s+to\b/,
     weight: 0.7,
     keys: ['send', 'forward', 'email', 'post', 'upload', 'exfiltrat', 'transmit'],
   },

@@ -25,7 +25,9 @@ const EMAIL =
 const PHONE =
   /(?<![\w+@/.-])(?:\+|00)?(?:\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{2,5}){1,5}(?![\w@]|[.-]\d)/g;
 const PHONE_CONTEXT =
-  /\b(?:call|phone|tel|telephone|mobile|cell|cellphone|fax|whatsapp|sms|text me|reach me|contact|number|nummer|numéro|ring)\b/i;
+  /\b(?:call|phone|tel|telephone|mobile|cell|cellphone|fax|whatsapp|sms|text me|reach me|ring|dial|handy|portable)\b/i;
+/** The token before a candidate is a code with digits in it (a tracking or serial number goes on). */
+const CODE_BEFORE = /[A-Za-z]*\d[A-Za-z0-9]*[ -]$/;
 const DATE = /^(?:\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4})$/;
 const NATIONAL_COUNTRIES: readonly CountryCode[] = ['US', 'GB', 'DE', 'FR', 'IN'];
 
@@ -50,9 +52,8 @@ const PEM =
 /** A token right after a key/token/secret/password word and `:` or `=` (or "is"). */
 const SECRET_ASSIGNED =
   /\b(?:api[_ -]?key|apikey|access[_ -]?key|secret(?:[_ -]?key)?|client[_ -]?secret|token|auth[_ -]?token|bearer|password|passwd|pwd|private[_ -]?key|credentials?)\b["']?\s*(?:[:=]|is\b|:=|=>)?\s*["']?([A-Za-z0-9_+/=.~!#$%^&*@-]{16,})/gi;
-/** The quick test that a text may hold any secret. */
-const SECRET_HINT =
-  /sk-|gty_|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abposr]-|AIza|PRIVATE KEY|key|token|secret|bearer|passw|pwd|credential/i;
+/** The quick test before the prefixed-token patterns run. */
+const TOKEN_HINT = /sk-|gty_|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abposr]-|AIza|PRIVATE KEY/;
 
 export function findPii(text: string): PiiSpan[] {
   const spans: PiiSpan[] = [];
@@ -60,7 +61,7 @@ export function findPii(text: string): PiiSpan[] {
     for (const m of text.matchAll(EMAIL))
       spans.push({ kind: 'email', start: m.index, end: m.index + m[0].length });
   }
-  if (SECRET_HINT.test(text)) findSecrets(text, spans);
+  findSecrets(text, spans);
   if (/\d\d/.test(text)) {
     findIbans(text, spans);
     findCards(text, spans);
@@ -75,12 +76,7 @@ function overlaps(spans: readonly PiiSpan[], start: number, end: number): boolea
 
 function findSecrets(text: string, spans: PiiSpan[]): void {
   const found: PiiSpan[] = [];
-  for (const m of text.matchAll(PEM))
-    found.push({ kind: 'secret', start: m.index, end: m.index + m[0].length });
-  for (const m of text.matchAll(SECRET_TOKENS)) {
-    if (!overlaps(found, m.index, m.index + m[0].length))
-      found.push({ kind: 'secret', start: m.index, end: m.index + m[0].length });
-  }
+  if (TOKEN_HINT.test(text)) findPrefixed(text, found);
   for (const m of text.matchAll(SECRET_ASSIGNED)) {
     const token = m[1] as string;
     const start = m.index + m[0].length - token.length;
@@ -88,6 +84,15 @@ function findSecrets(text: string, spans: PiiSpan[]): void {
     found.push({ kind: 'secret', start, end: start + token.length });
   }
   for (const span of found) if (!overlaps(spans, span.start, span.end)) spans.push(span);
+}
+
+function findPrefixed(text: string, found: PiiSpan[]): void {
+  for (const m of text.matchAll(PEM))
+    found.push({ kind: 'secret', start: m.index, end: m.index + m[0].length });
+  for (const m of text.matchAll(SECRET_TOKENS)) {
+    if (!overlaps(found, m.index, m.index + m[0].length))
+      found.push({ kind: 'secret', start: m.index, end: m.index + m[0].length });
+  }
 }
 
 /**
@@ -170,6 +175,7 @@ function findPhones(text: string, spans: PiiSpan[]): void {
     const start = m.index;
     const end = start + raw.length;
     if (overlaps(spans, start, end) || DATE.test(raw)) continue;
+    if (CODE_BEFORE.test(text.slice(Math.max(0, start - 12), start))) continue;
     if (validPhone(raw, text, start)) spans.push({ kind: 'phone', start, end });
   }
 }

@@ -3,6 +3,9 @@
  * own allowed look-alikes, e.g. "Scunthorpe", "assassin") and its normalisation (confusable Unicode
  * letters, leet speak such as `sh1t` / `@ss`, letter repeats such as `fuuuck`).
  *
+ * The list is the library's without its words for sexual topics (the `sexual` category scores those);
+ * slurs stay (they are also scored by `hate`).
+ *
  * The library's matcher runs about a hundred regular expressions per text, too slow for the request
  * path, so it is the second step only: at construction the library's character transforms are folded
  * into one lookup table and its patterns into one regular expression, which answer "nothing here" for
@@ -11,13 +14,55 @@
  * joined and checked the same way.
  */
 import {
+  DataSet,
   englishDataset,
   englishRecommendedTransformers,
   type ParsedPattern,
+  pattern,
   RegExpMatcher,
   SyntaxKind,
   type TransformerContainer,
 } from 'obscenity';
+
+/**
+ * Words of the library's list that name a sexual topic rather than swear (the sexual category scores
+ * them), or are historical terms: not profanity here.
+ */
+const TOPIC_WORDS: ReadonlySet<string> = new Set([
+  'anal',
+  'anus',
+  'bestiality',
+  'ejaculate',
+  'fellatio',
+  'incest',
+  'masturbate',
+  'orgasm',
+  'orgy',
+  'penis',
+  'porn',
+  'rape',
+  'semen',
+  'sex',
+  'vagina',
+  'hooker',
+  'negro',
+]);
+
+/** The library's English list without the topic words, with a few insults it lacks. */
+function dataset(): DataSet<{ originalWord: string }> {
+  const set = new DataSet<{ originalWord: string }>()
+    .addAll(englishDataset)
+    .removePhrasesIf((phrase) => TOPIC_WORDS.has(phrase.metadata?.originalWord ?? ''));
+  for (const [word, p] of [
+    ['dumbass', pattern`dumbass`],
+    ['jackass', pattern`jackass`],
+    ['douche', pattern`|douche`],
+    ['bullshit', pattern`bullshit`],
+  ] as const) {
+    set.addPhrase((phrase) => phrase.setMetadata({ originalWord: word }).addPattern(p));
+  }
+  return set;
+}
 
 type CharFn = (char: number) => number | undefined;
 
@@ -40,7 +85,7 @@ export class ProfanityClassifier {
   private buffer = new Uint16Array(4096);
 
   constructor() {
-    const built = englishDataset.build();
+    const built = dataset().build();
     this.matcher = new RegExpMatcher({ ...built, ...englishRecommendedTransformers });
     this.gate = gateRegExp(built.blacklistedTerms.map((t) => t.pattern));
     const containers = englishRecommendedTransformers.blacklistMatcherTransformers as TransformerContainer[];
