@@ -178,7 +178,7 @@ const RULES: readonly Rule[] = [
   },
   {
     re: /\b(?:repeat|print|output|recite)\s+(?:the\s+|all\s+)?(?:text|words|everything|content|lines)\s+(?:above|before)\b/,
-    weight: 0.9,
+    weight: 1,
     keys: ['repeat', 'print', 'output', 'recit'],
   },
   { re: /\bverbatim\b|\bword for word\b/, weight: 0.3, keys: ['verbatim', 'word for word'] },
