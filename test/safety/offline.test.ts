@@ -205,3 +205,23 @@ describe('harm categories', () => {
     ).toBe('high');
   });
 });
+
+describe('long and hostile inputs', () => {
+  // Each of these made a pattern quadratic at some point (a run tried from every character, or two
+  // unbounded runs side by side): at 200 000 characters that took minutes, past the test's timeout.
+  it.each<[string, string]>([
+    ['a long run before an @', `@ ${'a'.repeat(200_000)}`],
+    ['a long domain', `a@${'b'.repeat(200_000)}`],
+    ['many one-letter labels', `a@${'b.'.repeat(100_000)}`],
+    ['a key word then spaces', `token${' '.repeat(200_000)}x`],
+    ['a digit run', '1'.repeat(20_000)],
+    ['spaced digit groups', '12 '.repeat(7_000)],
+    ['PEM headers without an end', '-----BEGIN PRIVATE KEY-----\n'.repeat(700)],
+    ['spaced letters', 'a '.repeat(10_000)],
+    ['astral characters', '🎉'.repeat(10_000)],
+  ])('classifies %s', (_name, text) => {
+    const f = classify(text);
+    expect(f.harm).toEqual({ hate: 'safe', sexual: 'safe', violence: 'safe', self_harm: 'safe' });
+    expect(f.detected.pii).toBe((f.pii ?? []).length > 0);
+  });
+});
