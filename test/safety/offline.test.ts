@@ -109,6 +109,17 @@ describe('profanity', () => {
   });
 });
 
+describe('profanity in long texts', () => {
+  it('finds a word far into a long text, after allowed look-alikes', () => {
+    const text = `${'The town of Scunthorpe has an assassin bug museum. '.repeat(12)}${'Plain words here. '.repeat(2_000)}and then shit happened.`;
+    expect(classify(text).detected.profanity).toBe(true);
+  });
+
+  it('stays clean over many allowed look-alikes', () => {
+    expect(classify('Scunthorpe assassin cocktail '.repeat(20_000)).detected.profanity).toBe(false);
+  });
+});
+
 describe('personal data', () => {
   it.each<[string, Array<[string, string]>]>([
     ['Mail m.rossi+news@azienda.it today', [['email', 'm.rossi+news@azienda.it']]],

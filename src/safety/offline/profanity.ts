@@ -9,8 +9,8 @@
  * The library's matcher runs about a hundred regular expressions per text, too slow for the request
  * path, so it is the second step only: at construction the library's character transforms are folded
  * into one lookup table and its patterns into one regular expression, which answer "nothing here" for
- * almost every text in one pass; only a text that passes that gate goes to the library's matcher,
- * which decides (and applies the allowed look-alikes). Spaced-out words ("f u c k", "s.h.i.t") are
+ * almost every text in one pass; only the words around a place the gate matched go to the library's
+ * matcher, which decides (and applies the allowed look-alikes). Spaced-out words ("f u c k", "s.h.i.t") are
  * joined and checked the same way.
  */
 import {
@@ -81,8 +81,9 @@ export class ProfanityClassifier {
   /** How many repeats of a character the library's collapse transform keeps (index: char code < 128). */
   private readonly keep: Int32Array;
   private readonly keepOther: number;
-  /** Reused for every text (classify is synchronous). */
+  /** Reused for every text (classify is synchronous): the normalised text, and where each unit came from. */
   private buffer = new Uint16Array(4096);
+  private origin = new Int32Array(4096);
 
   constructor() {
     const built = dataset().build();
@@ -111,12 +112,30 @@ export class ProfanityClassifier {
   }
 
   detect(text: string): boolean {
-    if (this.gate.test(this.normalise(text)) && this.matcher.hasMatch(text)) return true;
+    if (this.found(text)) return true;
     if (!SPACED_HINT.test(text)) return false;
     SPACED.lastIndex = 0;
     for (let m = SPACED.exec(text); m !== null; m = SPACED.exec(text)) {
-      const joined = m[0].replace(SEPARATORS, '');
-      if (this.gate.test(this.normalise(joined)) && this.matcher.hasMatch(joined)) return true;
+      if (this.found(m[0].replace(SEPARATORS, ''))) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Each place the gate matches goes to the library's matcher with the words around it (so its allowed
+   * look-alikes apply), never the whole text: a long text costs the library a few short windows. After
+   * MAX_CHECKS places the library rejected, the text counts as clean.
+   */
+  private found(text: string): boolean {
+    const normal = this.normalise(text);
+    this.gate.lastIndex = 0;
+    let checks = 0;
+    for (let m = this.gate.exec(normal); m !== null; m = this.gate.exec(normal)) {
+      const start = this.origin[m.index] as number;
+      const end = (this.origin[m.index + m[0].length - 1] as number) + 2;
+      if (this.matcher.hasMatch(around(text, start, end))) return true;
+      if (++checks === MAX_CHECKS) return false;
+      this.gate.lastIndex = m.index + 1;
     }
     return false;
   }
@@ -132,12 +151,17 @@ export class ProfanityClassifier {
 
   /** The text as the library's blacklist transforms make it (same output, one table look-up a unit). */
   private normalise(text: string): string {
-    if (this.buffer.length < text.length * 2) this.buffer = new Uint16Array(text.length * 2);
+    if (this.buffer.length < text.length * 2) {
+      this.buffer = new Uint16Array(text.length * 2);
+      this.origin = new Int32Array(text.length * 2);
+    }
     const out = this.buffer;
+    const origin = this.origin;
     let n = 0;
     let last = -1;
     let run = -1;
     for (let i = 0; i < text.length; i++) {
+      const at = i;
       let cp = text.charCodeAt(i);
       let mapped: number;
       if (cp >= 0xd800 && cp <= 0xdbff && i + 1 < text.length) {
@@ -156,14 +180,30 @@ export class ProfanityClassifier {
         if (run < 0) continue;
       }
       if (mapped > 0xffff) {
+        origin[n] = at;
         out[n++] = 0xd800 + ((mapped - 0x10000) >> 10);
+        origin[n] = at;
         out[n++] = 0xdc00 + ((mapped - 0x10000) & 0x3ff);
       } else {
+        origin[n] = at;
         out[n++] = mapped;
       }
     }
     return decode(out, n);
   }
+}
+
+/** Places the gate found that the library may reject (allowed look-alikes) before a text counts as clean. */
+const MAX_CHECKS = 64;
+/** Characters around a gate match given to the library, widened to whole words. */
+const CONTEXT = 40;
+
+function around(text: string, start: number, end: number): string {
+  let from = Math.max(0, start - CONTEXT);
+  let to = Math.min(text.length, end + CONTEXT);
+  for (let i = 0; from > 0 && i < 32 && !/\s/.test(text[from - 1] as string); i++) from--;
+  for (let i = 0; to < text.length && i < 32 && !/\s/.test(text[to] as string); i++) to++;
+  return text.slice(from, to);
 }
 
 const UTF16 = new TextDecoder('utf-16le');
@@ -201,7 +241,7 @@ function gateRegExp(patterns: readonly ParsedPattern[]): RegExp {
     }
   }
   const alternatives = [...groups].map(([lead, tails]) => `${lead}(?:${tails.join('|')})`);
-  return new RegExp([...alternatives, ...rest].join('|'), 's');
+  return new RegExp([...alternatives, ...rest].join('|'), 'gs');
 }
 
 function nodeSource(node: ParsedPattern['nodes'][number]): string {
