@@ -48,7 +48,6 @@ export interface HarmClassifier {
 
 export function harmClassifier(): HarmClassifier {
   const words = WORDS();
-  const gate = new RegExp(words.source);
   return {
     classify(lower) {
       const result: Record<HarmCategory, Severity> = {
@@ -57,20 +56,22 @@ export function harmClassifier(): HarmClassifier {
         violence: 'safe',
         self_harm: 'safe',
       };
-      if (!gate.test(lower)) return result;
+      let found = [...lower.matchAll(words)];
+      if (found.length === 0) return result;
       let text = lower;
-      const present = new Set<string>();
-      for (const m of lower.matchAll(words)) present.add(m[0]);
+      const present = new Set(found.map((m) => m[0]));
       for (const harmless of HARMLESS) {
         if (harmless.keys.some((k) => present.has(k))) text = text.replace(harmless.re, blank);
       }
+      // Blanking keeps every offset, so only a changed text needs scanning again.
+      if (text !== lower) found = [...text.matchAll(words)];
       const score: Record<HarmCategory, number> = { hate: 0, sexual: 0, violence: 0, self_harm: 0 };
       const seen = new Set<HarmCategory>();
       const counts = new Map<string, number>();
       // "kill myself": the verb is self-harm's, not violence's.
       const self: number[] = [];
       if (text.includes('sel')) for (const m of text.matchAll(SELF_DIRECTED)) self.push(m.index);
-      for (const m of text.matchAll(words)) {
+      for (const m of found) {
         const word = m[0];
         const n = (counts.get(word) ?? 0) + 1;
         counts.set(word, n);

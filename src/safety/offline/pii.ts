@@ -19,11 +19,12 @@ import { type CountryCode, parsePhoneNumberFromString } from 'libphonenumber-js/
 import type { PiiSpan } from '../classifier.js';
 
 /**
- * Tried only from the start of a run of local-part characters (the look-behind), so a long run without
- * an `@` costs one pass instead of one per character.
+ * An email is looked for only at each `@`: its local part backwards (at most 64 characters, so a long
+ * run costs one pass), then the domain forwards with a sticky expression.
  */
-const EMAIL =
-  /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}\b/g;
+const LOCAL = /[A-Za-z0-9._%+-]/;
+const DOMAIN =
+  /[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,24}\b/y;
 
 /** A phone-shaped run: optional +code or 00code, optional (area), then 2-4 digit groups. */
 const PHONE =
@@ -64,10 +65,7 @@ const TOKEN_HINT = /sk-|gty_|AKIA|ASIA|gh[pousr]_|github_pat_|xox[abposr]-|AIza|
 
 export function findPii(text: string): PiiSpan[] {
   const spans: PiiSpan[] = [];
-  if (text.includes('@')) {
-    for (const m of text.matchAll(EMAIL))
-      spans.push({ kind: 'email', start: m.index, end: m.index + m[0].length });
-  }
+  for (let at = text.indexOf('@'); at !== -1; at = text.indexOf('@', at + 1)) findEmail(text, at, spans);
   findSecrets(text, spans);
   if (/\d\d/.test(text)) {
     findIbans(text, spans);
@@ -75,6 +73,15 @@ export function findPii(text: string): PiiSpan[] {
     findPhones(text, spans);
   }
   return spans.sort((a, b) => a.start - b.start || a.end - b.end);
+}
+
+function findEmail(text: string, at: number, spans: PiiSpan[]): void {
+  let start = at;
+  while (start > 0 && at - start <= 64 && LOCAL.test(text[start - 1] as string)) start--;
+  if (start === at || at - start > 64) return;
+  DOMAIN.lastIndex = at + 1;
+  const domain = DOMAIN.exec(text);
+  if (domain !== null) spans.push({ kind: 'email', start, end: at + 1 + domain[0].length });
 }
 
 function overlaps(spans: readonly PiiSpan[], start: number, end: number): boolean {
