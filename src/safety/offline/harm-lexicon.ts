@@ -86,6 +86,9 @@ const MINOR_KEYS = [
 const w = (n: number) => `(?:[\\w'’-]+\\s+){0,${n}}`;
 const re = (source: string) => new RegExp(source);
 
+/** Who "how to kill …" is about: people, not "a process" or "a basketball". */
+const VICTIM =
+  '(?:someone|somebody|people|(?:a |the )?(?:person|human|man|woman|child|kid|baby|wife|husband|girlfriend|boyfriend|neighbou?r|boss|teacher|cop|police officer|president|family|witness|stranger|rival|partner)\\b|(?:my|your|his|her|their) (?!self\\b|own\\b)\\w+|him\\b|her\\b|them\\b|\\w+ without (?:getting caught|being caught|leaving (?:a )?(?:trace|evidence)))';
 /** Whom a threat is against (not "my life", "my time": those are the speaker's own). */
 const PERSON =
   '(?:you|him|her|them|(?:your|his|my) (?!life\\b|own\\b|days\\b|time\\b|career\\b|pain\\b)\\w+|everyone|everybody|people|someone|somebody)';
@@ -179,7 +182,7 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       },
       {
         re: re(
-          `\\b(?:how (?:to|do i|can i|could i|would i)|best way to|easiest way to|ways? to|teach me to|tell me how to)\\s+${w(2)}(?:kill|murder|poison|strangle|stab|shoot|torture|kidnap|dismember)\\s+(?:a |an |my |your |the |his |her |someone|somebody|people|person|him|her|them|\\w+ without)`,
+          `\\b(?:how (?:to|do i|can i|could i|would i)|best way to|easiest way to|ways? to|teach me to|tell me how to)\\s+${w(2)}(?:kill|murder|poison|strangle|stab|shoot|torture|kidnap|dismember)\\s+${VICTIM}`,
         ),
         severity: 'high',
         keys: ['kill', 'murder', 'poison', 'strangle', 'stab', 'shoot', 'torture', 'kidnap', 'dismember'],

@@ -68,13 +68,25 @@ const SHOW_VERBS = [
   'copy',
   'what',
 ];
+const SHOW =
+  'reveal|show|print|repeat|output|display|leak|dump|disclose|expose|share|give me|tell me|write out|spell out|recite|paste|copy|what (?:is|are|was|were)';
 const READERS = ['ai', 'assistant', 'language model', 'llm', 'chatbot', 'model', 'agent', 'gpt'];
 
 const RULES: readonly Rule[] = [
   // Instruction override.
   {
+    // "Ignore/forget … previous … rules": these verbs say it whatever the rules are.
     re: new RegExp(
-      `\\b(?:ignor(?:e|ing)|disregard(?:ing)?|forget(?:ting)?|overrid(?:e|ing)|bypass(?:ing)?|skip(?:ping)?|discard(?:ing)?|abandon(?:ing)?|drop(?:ping)?|neglect(?:ing)?|set aside|throw out|do not follow|don't follow|stop following)\\s+${W}(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|developer|default|old|all|any|every|your)\\s+${W}(?:instructions?|rules?|guidelines?|directives?|prompts?|constraints?|restrictions?|policies|policy|programming|guardrails?|filters?|context|commands?|orders?)\\b`,
+      `\\b(?:ignor(?:e|ing)|disregard(?:ing)?|forget(?:ting)?|do not follow|don't follow|stop following)\\s+${W}(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|developer|default|old|all|any|every|your)\\s+${W}(?:instructions?|rules?|guidelines?|directives?|prompts?|constraints?|restrictions?|policies|policy|programming|guardrails?|filters?|context|commands?|orders?)\\b`,
+    ),
+    weight: 1,
+    keys: OVERRIDE_VERBS,
+  },
+  {
+    // "Drop/override/skip … the default rules" is also how one talks about firewalls and linters: with
+    // these verbs only an assistant's own instructions count.
+    re: new RegExp(
+      `\\b(?:overrid(?:e|ing)|bypass(?:ing)?|skip(?:ping)?|discard(?:ing)?|abandon(?:ing)?|drop(?:ping)?|neglect(?:ing)?|set aside|throw out)\\s+${W}(?:previous|prior|above|earlier|preceding|original|initial|system|developer|all|any|every|your)\\s+${W}(?:instructions?|guidelines?|directives?|prompts?|programming|guardrails?)\\b`,
     ),
     weight: 1,
     keys: OVERRIDE_VERBS,
@@ -170,10 +182,26 @@ const RULES: readonly Rule[] = [
   },
   // System prompt exfiltration.
   {
+    // The system prompt, or hidden instructions, by name.
     re: new RegExp(
-      `\\b(?:reveal|show|print|repeat|output|display|leak|dump|disclose|expose|share|give me|tell me|write out|spell out|recite|paste|copy|what (?:is|are|was|were))\\s+${W}(?:system|initial|original|hidden|secret|internal|confidential|developer|pre-?prompt|first)\\s+(?:prompt|instructions?|message|rules|guidelines|directives|configuration)\\b`,
+      `\\b(?:${SHOW})\\s+${W}(?:system|hidden|secret|internal|confidential|developer|pre-?prompt)\\s+(?:prompt|instructions?|message|rules|guidelines|directives|configuration)\\b`,
     ),
     weight: 1,
+    keys: SHOW_VERBS,
+  },
+  {
+    // "Your initial instructions" (not "the original instructions for the shelf").
+    re: new RegExp(
+      `\\b(?:${SHOW})\\s+${W}your\\s+(?:original|initial|first|full|exact|complete|entire|real|actual)\\s+(?:prompt|instructions?|message|rules|directives|configuration)\\b`,
+    ),
+    weight: 1,
+    keys: SHOW_VERBS,
+  },
+  {
+    re: new RegExp(
+      `\\b(?:${SHOW})\\s+(?:me\\s+)?your\\s+(?:prompt|instructions|rules|guidelines|directives)\\b`,
+    ),
+    weight: 0.5,
     keys: SHOW_VERBS,
   },
   {
