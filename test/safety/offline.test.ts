@@ -171,6 +171,7 @@ describe('personal data', () => {
     'We sold 1,234,567 units.',
     'Server 192.168.110.10 port 8080.',
     'Tracking number: 1Z 999 AA1 01 2345 6784',
+    'Order #123-456-7890 shipped.',
     'The token count was 4096 and the password reset link expired.',
     'Use the placeholder sk-... in the docs.',
     'The decorator @property makes a getter.',

@@ -28,7 +28,7 @@ const DOMAIN =
 
 /** A phone-shaped run: optional +code or 00code, optional (area), then 2-4 digit groups. */
 const PHONE =
-  /(?<![\w+@/.-])(?:\+|00)?(?:\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{2,5}){1,5}(?![\w@]|[.-]\d)/g;
+  /(?<![\w+@/.#-])(?:\+|00)?(?:\d{1,3}[ .-]?)?(?:\(\d{1,5}\)[ .-]?)?\d{1,5}(?:[ .-]?\d{2,5}){1,5}(?![\w@]|[.-]\d)/g;
 const PHONE_CONTEXT =
   /\b(?:call|phone|tel|telephone|mobile|cell|cellphone|fax|whatsapp|sms|text me|reach me|ring|dial|handy|portable)\b/i;
 /** The token before a candidate is a code with digits in it (a tracking or serial number goes on). */
