@@ -60,11 +60,17 @@ export function harmClassifier(): HarmClassifier {
       if (found.length === 0) return result;
       let text = lower;
       const present = new Set(found.map((m) => m[0]));
+      // Blanked ranges, [start, end) pairs: blanking keeps every offset, so the words found in them are
+      // dropped instead of scanning the text again.
+      const blanked: number[] = [];
+      const blank = (match: string, offset: number): string => {
+        blanked.push(offset, offset + match.length);
+        return ' '.repeat(match.length);
+      };
       for (const harmless of HARMLESS) {
         if (harmless.keys.some((k) => present.has(k))) text = text.replace(harmless.re, blank);
       }
-      // Blanking keeps every offset, so only a changed text needs scanning again.
-      if (text !== lower) found = [...text.matchAll(words)];
+      if (blanked.length > 0) found = found.filter((m) => !within(blanked, m.index));
       const score: Record<HarmCategory, number> = { hate: 0, sexual: 0, violence: 0, self_harm: 0 };
       const seen = new Set<HarmCategory>();
       const counts = new Map<string, number>();
@@ -102,6 +108,9 @@ export function harmClassifier(): HarmClassifier {
   };
 }
 
-function blank(match: string): string {
-  return ' '.repeat(match.length);
+function within(ranges: readonly number[], at: number): boolean {
+  for (let i = 0; i < ranges.length; i += 2) {
+    if (at >= (ranges[i] as number) && at < (ranges[i + 1] as number)) return true;
+  }
+  return false;
 }
