@@ -26,6 +26,8 @@ interface Rule {
   weight: number;
   /** Words (or word starts) one of which the text must contain for the rule to run. */
   keys: readonly string[];
+  /** And one of these substrings, where the keys are common words ("what", "show"). */
+  needs?: readonly string[];
 }
 
 /** Up to three filler words. */
@@ -70,6 +72,7 @@ const SHOW_VERBS = [
 ];
 const SHOW =
   'reveal|show|print|repeat|output|display|leak|dump|disclose|expose|share|give me|tell me|write out|spell out|recite|paste|copy|what (?:is|are|was|were)';
+const EXFIL_NOUNS = ['prompt', 'instruction', 'message', 'rules', 'guideline', 'directive', 'configuration'];
 const READERS = ['ai', 'assistant', 'language model', 'llm', 'chatbot', 'model', 'agent', 'gpt'];
 
 const RULES: readonly Rule[] = [
@@ -188,6 +191,7 @@ const RULES: readonly Rule[] = [
     ),
     weight: 1,
     keys: SHOW_VERBS,
+    needs: EXFIL_NOUNS,
   },
   {
     // "Your initial instructions" (not "the original instructions for the shelf").
@@ -196,6 +200,7 @@ const RULES: readonly Rule[] = [
     ),
     weight: 1,
     keys: SHOW_VERBS,
+    needs: EXFIL_NOUNS,
   },
   {
     re: new RegExp(
@@ -203,6 +208,7 @@ const RULES: readonly Rule[] = [
     ),
     weight: 0.5,
     keys: SHOW_VERBS,
+    needs: EXFIL_NOUNS,
   },
   {
     re: /\b(?:repeat|print|output|recite)\s+(?:the\s+|all\s+)?(?:text|words|everything|content|lines)\s+(?:above|before)\b/,
@@ -264,7 +270,9 @@ export function attackScore(lower: string): number {
   for (; m !== null; m = KEYS.exec(lower)) has.add(m[0]);
   let score = 0;
   for (const rule of RULES) {
-    if (rule.keys.some((k) => has.has(k)) && rule.re.test(lower)) score += rule.weight;
+    if (!rule.keys.some((k) => has.has(k))) continue;
+    if (rule.needs !== undefined && !rule.needs.some((n) => lower.includes(n))) continue;
+    if (rule.re.test(lower)) score += rule.weight;
   }
   return score;
 }
