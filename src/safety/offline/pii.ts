@@ -12,7 +12,8 @@
  * - secret: API-key-like tokens (`sk-…`, `gty_…`, `AKIA…`, `ghp_…` and the other GitHub prefixes,
  *   Slack's `xoxb-…`), PEM private keys, and long high-entropy tokens right after a word such as key,
  *   token, secret or password.
- * Every pattern is compiled once; a text without an `@`, a digit or a key-like prefix costs one scan.
+ * Every pattern is compiled once; a text without an `@`, two digits in a row or a key-like prefix costs
+ * a few quick scans.
  */
 import { extractIBAN, getCountrySpecifications, isValidIBAN } from 'ibantools';
 import { type CountryCode, parsePhoneNumberFromString } from 'libphonenumber-js/max';

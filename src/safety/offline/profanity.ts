@@ -10,8 +10,8 @@
  * path, so it is the second step only: at construction the library's character transforms are folded
  * into one lookup table and its patterns into one regular expression, which answer "nothing here" for
  * almost every text in one pass; only the words around a place the gate matched go to the library's
- * matcher, which decides (and applies the allowed look-alikes). Spaced-out words ("f u c k", "s.h.i.t") are
- * joined and checked the same way.
+ * matcher, which decides (and applies the allowed look-alikes). Spaced-out words ("f u c k",
+ * "s.h.i.t") are joined and checked the same way.
  */
 import {
   DataSet,
