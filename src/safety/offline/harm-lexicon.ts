@@ -89,6 +89,9 @@ const re = (source: string) => new RegExp(source);
 /** Who "how to kill …" is about: people, not "a process" or "a basketball". */
 const VICTIM =
   '(?:someone|somebody|people|(?:a |the )?(?:person|human|man|woman|child|kid|baby|wife|husband|girlfriend|boyfriend|neighbou?r|boss|teacher|cop|police officer|president|family|witness|stranger|rival|partner)\\b|(?:my|your|his|her|their) (?!self\\b|own\\b)\\w+|him\\b|her\\b|them\\b|\\w+ without (?:getting caught|being caught|leaving (?:a )?(?:trace|evidence)))';
+/** Verbs of serious violence against a person. */
+const VERBS =
+  'kill|murder|stab|shoot|strangle|choke|torture|behead|rape|slaughter|maim|mutilate|burn|beat|hurt|poison';
 /** Whom a threat is against (not "my life", "my time": those are the speaker's own). */
 const PERSON =
   '(?:you|him|her|them|(?:your|his|my) (?!life\\b|own\\b|days\\b|time\\b|career\\b|pain\\b)\\w+|everyone|everybody|people|someone|somebody)';
@@ -130,6 +133,41 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       'sarin|ricin|anthrax|napalm|thermite|nerve agent|nerve agents|bioweapon|bioweapons|chemical weapon|chemical weapons|silencer|silencers|ghost gun|ghost guns|pipe bomb|pipe bombs': 1,
     },
     patterns: [
+      // Someone's intent to hurt a person ("a man who wants to kill his neighbour").
+      {
+        re: re(
+          `\\b(?:he|she|they|who|someone|somebody|a man|a woman|people)(?:'s| is| are|'re)?\\s+(?:wants? to|wanted to|plans? to|planned to|intends? to|is going to|are going to|was going to|will|threatens? to|threatened to|tried to|tries to)\\s+(?:${VERBS})(?:\\s+and\\s+(?:${VERBS}))?\\s+${PERSON}`,
+        ),
+        severity: 'medium',
+        keys: ['kill', 'murder', 'stab', 'shoot', 'strangle', 'choke', 'hurt', 'beat', 'torture', 'poison'],
+      },
+      // Several different violent acts named together ("they kill and stab"): described violence.
+      {
+        re: re(`\\b(?:${VERBS})(?:s|ed|ing)?\\s+(?:and|then|or|,)\\s+(?:${VERBS})(?:s|ed|ing)?\\b`),
+        severity: 'medium',
+        keys: [
+          'kill',
+          'kills',
+          'killed',
+          'killing',
+          'murder',
+          'murders',
+          'murdered',
+          'stab',
+          'stabs',
+          'stabbed',
+          'stabbing',
+          'torture',
+          'tortured',
+          'strangle',
+          'strangled',
+          'shoot',
+          'shoots',
+          'shooting',
+          'behead',
+          'rape',
+        ],
+      },
       // Threats: the speaker will hurt the addressee or someone named.
       {
         re: re(
