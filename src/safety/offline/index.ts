@@ -1,38 +1,35 @@
 /**
- * The built-in offline classifier: everything runs in process, nothing is fetched at run time.
- * (Placeholder rules: the real classifiers replace these.)
+ * The built-in offline classifier (README, "Classifiers"): everything runs in process and nothing is
+ * fetched at run time. It composes one classifier per concern:
+ * - harm.ts: hate, sexual, violence, self_harm with a severity each (always all four);
+ * - jailbreak.ts: prompt attacks, reported as `jailbreak` on prompts and `indirect_attack` on
+ *   documents, not evaluated on completions;
+ * - profanity.ts: `profanity`;
+ * - pii.ts: `pii` and the spans `redact` masks.
+ * Protected material is not evaluated offline, so it is never reported. Everything is compiled when the
+ * classifier is built (once, at start); a classify is a few scans of the text.
  */
-import type { Findings, PiiSpan, TextClassifier, TextSource } from '../classifier.js';
-
-const JAILBREAK =
-  /\b(ignore|disregard|forget)\b.{0,40}\b(previous|prior|above|earlier)\b.{0,20}\b(instructions?|rules|prompts?)\b/i;
-const PROFANITY = /\b(fuck\w*|shit\w*|bitch\w*)\b/i;
-const EMAIL = /[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}/g;
-const VIOLENCE = /\b(kill|murder|stab|shoot)\b/i;
+import type { DetectionCategory } from '../categories.js';
+import type { Findings, TextClassifier, TextSource } from '../classifier.js';
+import { harmClassifier } from './harm.js';
+import { isAttack } from './jailbreak.js';
+import { findPii } from './pii.js';
+import { ProfanityClassifier } from './profanity.js';
 
 export function offlineClassifier(): TextClassifier {
+  const profanity = new ProfanityClassifier();
+  const harm = harmClassifier();
   return {
     name: 'offline',
     classify(text: string, source: TextSource): Findings {
-      const pii: PiiSpan[] = [];
-      for (const m of text.matchAll(EMAIL))
-        pii.push({ kind: 'email', start: m.index, end: m.index + m[0].length });
-      const attack = source !== 'completion' && JAILBREAK.test(text);
-      return {
-        harm: {
-          hate: 'safe',
-          sexual: 'safe',
-          violence: VIOLENCE.test(text) ? 'medium' : 'safe',
-          self_harm: 'safe',
-        },
-        detected: {
-          ...(source === 'prompt' ? { jailbreak: attack } : {}),
-          ...(source === 'document' ? { indirect_attack: attack } : {}),
-          profanity: PROFANITY.test(text),
-          pii: pii.length > 0,
-        },
-        pii,
-      };
+      const lower = text.toLowerCase();
+      const pii = findPii(text);
+      const detected: Partial<Record<DetectionCategory, boolean>> = {};
+      if (source === 'prompt') detected.jailbreak = isAttack(lower);
+      else if (source === 'document') detected.indirect_attack = isAttack(lower);
+      detected.profanity = profanity.detect(text);
+      detected.pii = pii.length > 0;
+      return { harm: harm.classify(lower), detected, pii };
     },
   };
 }
