@@ -1,11 +1,20 @@
 /**
  * A stream's completion text in windows (README, "Safety"): text is added as it arrives, and a window is
- * due once `size` characters wait unchecked. Each window is classified with the end of the text before
- * it, so a word split across two windows is still seen whole.
+ * due once at least `size` characters wait unchecked and they end a sentence, or at the latest once
+ * MAX_WINDOW characters wait. Ending windows at sentences matters under `block`: a window that stopped
+ * after "I am going to kill" would be judged on half a threat and released before the rest arrives.
+ * Each window is also classified with the end of the text before it, so a sentence cut by MAX_WINDOW is
+ * still seen across the cut.
  */
 
 /** Characters of already-checked text classified again in front of each window. */
 const OVERLAP = 64;
+
+/** The longest a window waits for a sentence to end (the most text `block` holds back at once). */
+export const MAX_WINDOW = 1000;
+
+/** The text ends a sentence or a line (closing quotes, brackets and spaces may follow). */
+const SENTENCE_END = /[.!?;:\n]["')\]*_`\s]*$/;
 
 export interface Window {
   /** The text to classify: the overlap, then the window. */
@@ -25,7 +34,8 @@ export class TextWindows {
   /** Adds text; true when a window is due. */
   add(text: string): boolean {
     this.pending += text;
-    return this.pending.length >= this.size;
+    const waiting = this.pending.length;
+    return waiting >= MAX_WINDOW || (waiting >= this.size && SENTENCE_END.test(text));
   }
 
   /** Text added and not yet taken. */

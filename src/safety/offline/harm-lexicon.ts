@@ -190,6 +190,12 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
           'bury',
         ],
       },
+      // The same threat without its subject, as a stream window may cut it ("… going to kill you").
+      {
+        re: /\b(?:going to|gonna|will|'ll|about to)\s+(?:kill|murder|stab|shoot|strangle|hurt|torture|slit|poison)\s+(?:you|u|ya|your (?:family|kids|wife|husband|mother|mom|dad))\b(?!\s+with (?:boredom|kindness|laughter))/,
+        severity: 'medium',
+        keys: ['kill', 'murder', 'stab', 'shoot', 'strangle', 'hurt', 'torture', 'slit', 'poison'],
+      },
       {
         re: /\b(?:you(?:'re| are) (?:dead|going to die|gonna die)|you will die|you'll die|you(?:'re| are) next|i'll make you bleed|watch your back,? (?:or|because)|dead man walking)\b/,
         severity: 'medium',
