@@ -1,8 +1,12 @@
-/** redactMessages (src/safety/chat.ts) with the real offline classifier: what is masked, what is left. */
+/**
+ * redactMessages (src/safety/chat.ts) with a real Redactor (redact.ts, the offline classifier): what is
+ * masked, what is left; and the text the completion check reads from a message.
+ */
 import { describe, expect, it } from 'vitest';
 import type { PiiKind } from '../../src/safety/categories.js';
 import { messageCheckText, redactMessages } from '../../src/safety/chat.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
+import { Redactor } from '../../src/safety/redact.js';
 
 const EMAIL = 'jane.doe@example.com';
 const offline = offlineClassifier();
@@ -75,25 +79,28 @@ describe('redactMessages', () => {
   for (const c of cases) {
     it(c.name, () => {
       const before = structuredClone(c.messages);
-      const r = redactMessages(c.messages, c.kinds ?? emails, offline);
-      expect(r.messages).toEqual(c.out);
-      expect(r.masked).toBe(c.masked);
+      const redactor = new Redactor(offline, c.kinds ?? emails);
+      const out = redactMessages(c.messages, redactor);
+      expect(out).toEqual(c.out);
+      expect(redactor.masked).toBe(c.masked);
       // The client's body is never changed in place; nothing masked: the very same array.
       expect(c.messages).toEqual(before);
-      if (c.masked === 0) expect(r.messages).toBe(c.messages);
+      if (c.masked === 0) expect(out).toBe(c.messages);
     });
   }
 });
 
 describe('messageCheckText', () => {
-  it('reads content, refusal and tool call arguments', () => {
+  it('reads content, refusal, reasoning and tool call arguments', () => {
     expect(
       messageCheckText({
         content: 'a',
         refusal: 'b',
+        reasoning_content: 'c',
+        reasoning: 'd',
         tool_calls: [{ function: { arguments: '{"x":1}' } }, { function: { arguments: '' } }],
       }),
-    ).toBe('a\nb\n{"x":1}');
+    ).toBe('a\nb\nc\nd\n{"x":1}');
     expect(messageCheckText({ content: null })).toBe('');
   });
 });
