@@ -248,8 +248,8 @@ export async function* safeChatStream(
         yield* ready();
       }
       if (!block && !TEXT_OR_FINISH.test(data)) {
-        // No text, nothing held: a role chunk, reasoning, the usage chunk. A chunk without choices
-        // (usage) waits for the text still unchecked.
+        // Annotate mode, no text: a role chunk, the usage chunk. A chunk without choices (usage) waits
+        // for the annotations of the text still unchecked.
         if (states.size > 0 && /"choices"\s*:\s*\[\s*\]/.test(data)) yield* flushAll();
         yield event;
         yield* ready();
