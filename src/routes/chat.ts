@@ -11,7 +11,7 @@ import { jsonAnswer, renameModel, renameModelInEvent } from '../inference/rename
 import { streamRescue } from '../inference/rescue.js';
 import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
-import { maxOutputTokens, openTicket } from '../inference/ticket.js';
+import { maxOutputTokens, openTicket, type Ticket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import {
   applyDefaults,
@@ -22,12 +22,19 @@ import {
 import {
   annotateChatCompletion,
   type ChatSafetyContext,
+  chatSafetyContext,
   checkChatPrompt,
-  redactKinds,
   redactMessages,
 } from '../safety/chat.js';
 import { safeChatStream } from '../safety/chat-stream.js';
-import { type ActiveSafety, activeSafety, blockedPromptError, newSafetyOutcome } from '../safety/engine.js';
+import {
+  type ActiveSafety,
+  activeSafety,
+  blockedPromptError,
+  newSafetyOutcome,
+  type SafetyCheck,
+} from '../safety/engine.js';
+import { redactorFor } from '../safety/redact.js';
 import { sendAnswer } from './answer.js';
 
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
@@ -40,6 +47,11 @@ export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
 /**
  * POST /v1/chat/completions (spec 4.9): JSON or SSE, through the model's providers in order. Returns the
  * JSON answer, or undefined once a stream was written. Served by fastify and by the fast path alike.
+ *
+ * Under a safety policy (README, "Safety" → "Chat completions") the same call also masks personal data
+ * before the body goes upstream, checks the prompt (before dispatch when the policy blocks or fails
+ * closed, beside it otherwise), checks the completion and adds Azure's content filter fields. With the
+ * policy `off` (`active` undefined) none of that runs: each safety step is one test of `active`.
  */
 export async function chatCompletions(
   gantry: Gantry,
@@ -51,10 +63,18 @@ export async function chatCompletions(
   const model = resolveInferenceModel(gantry, request, requested, 'chat');
   requireImageCapability(model.entry, firstImage);
   const active = activeSafety(gantry.safety, model.entry.namespace, principalOf(request));
-  if (active !== undefined)
-    return safeChatCompletions(gantry, request, reply, body, model, requested, active);
+  let sent = body;
+  let masked = 0;
+  if (active !== undefined) {
+    const redactor = redactorFor(gantry.safety, active.policy);
+    if (redactor !== undefined) {
+      const messages = redactMessages(body.messages, redactor);
+      masked = redactor.masked;
+      if (masked > 0) sent = { ...body, messages };
+    }
+  }
   const defaultOutputLimit = gantry.config.limits.defaultMaxOutputTokens;
-  const withDefaults = applyDefaults(body, model.entry.defaults);
+  const withDefaults = applyDefaults(sent, model.entry.defaults);
   const stream = body.stream === true;
   const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
   // Streams are always metered from the upstream's own usage chunk, dropped again if the client did not ask.
@@ -65,80 +85,7 @@ export async function chatCompletions(
           stream_options: { ...(withDefaults.stream_options as JsonObject), include_usage: true },
         }
       : withDefaults;
-  const ticket = await openTicket(gantry, request, reply, {
-    api: 'chat',
-    model,
-    countInputTokens: () => countChatInputTokens(body.messages, { tools: body.tools }),
-    outputTokens: maxOutputTokens(upstreamBody, defaultOutputLimit),
-    stream,
-  });
-  const call = fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit);
-  // Stream rescue (inference/rescue.ts): undefined unless the model has a continuation route or a stall limit.
-  const rescue = streamRescue(gantry, request, model, upstreamBody, call, ticket);
-  const { result, upstreamModel, provider, cancel } = await dispatch(
-    gantry,
-    request,
-    reply,
-    model,
-    upstreamBody,
-    rescue?.call ?? call,
-    { isPreamble: isRoleOnlyChunk },
-  );
-  ticket.servedBy(provider.name);
-  if (result.kind === 'json') {
-    ticket.usage = readUsage(result.body.usage);
-    return jsonAnswer(result, requested);
-  }
-  const events = rescue
-    ? rescue.events(result.events, { provider: provider.name, upstreamModel, cancel })
-    : result.events;
-  await sendStream(request, reply, events, {
-    cancel,
-    writeDone: true,
-    meter: ticket.streamMeter(clientWantsUsage),
-    onFailure: ticket.markStreamFailed,
-    ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
-  });
-  return undefined;
-}
-
-/**
- * The same call under a safety policy (README, "Safety" → "Chat completions"): personal data masked
- * before the body goes upstream, the prompt checked (before dispatch when the policy blocks, beside it
- * when it only annotates), the completion checked, and Azure's content filter fields in the answer.
- */
-async function safeChatCompletions(
-  gantry: Gantry,
-  request: InferenceRequest,
-  reply: InferenceReply,
-  body: JsonObject,
-  model: ReturnType<typeof resolveInferenceModel>,
-  requested: string,
-  active: ActiveSafety,
-): Promise<InferenceAnswer> {
-  const policy = active.policy;
-  let messages: unknown = body.messages;
-  let masked = 0;
-  if (policy.redact.length > 0) {
-    // config/load.ts always has the built-in offline classifier (registry.ts).
-    const offline = gantry.safety.classifiers.get('offline')?.classifier ?? active.classifier;
-    const redacted = redactMessages(messages, redactKinds(policy), offline);
-    messages = redacted.messages;
-    masked = redacted.masked;
-  }
-  const sent: JsonObject = masked === 0 ? body : { ...body, messages };
-  const defaultOutputLimit = gantry.config.limits.defaultMaxOutputTokens;
-  const withDefaults = applyDefaults(sent, model.entry.defaults);
-  const stream = body.stream === true;
-  const clientWantsUsage = stream && (body.stream_options as JsonObject | undefined)?.include_usage === true;
-  const upstreamBody =
-    stream && !clientWantsUsage
-      ? {
-          ...withDefaults,
-          stream_options: { ...(withDefaults.stream_options as JsonObject), include_usage: true },
-        }
-      : withDefaults;
-  const countInput = () => countChatInputTokens(messages, { tools: body.tools });
+  const countInput = () => countChatInputTokens(sent.messages, { tools: body.tools });
   const ticket = await openTicket(gantry, request, reply, {
     api: 'chat',
     model,
@@ -146,24 +93,11 @@ async function safeChatCompletions(
     outputTokens: maxOutputTokens(upstreamBody, defaultOutputLimit),
     stream,
   });
-  const outcome = newSafetyOutcome();
-  outcome.redacted = masked;
-  ticket.safety = outcome;
-  const ctx: ChatSafetyContext = { active, outcome, metrics: gantry.services.metrics };
-  // The prompt as it goes upstream (masked) is what is checked: the original reaches no classifier.
-  // A remote check stops when the client leaves (a local one never waits).
-  const gone = active.classifier.name === 'offline' ? undefined : clientGoneSignal(reply);
-  const prompt = checkChatPrompt(ctx, messages, masked, gone);
-  if (policy.mode === 'block') {
-    const check = await prompt;
-    if (check.blocked) throw blockedPromptError(check);
-  } else {
-    // Annotate mode: the upstream is not kept waiting; the results are attached once ready. A failure is
-    // reported where the results are awaited.
-    prompt.catch(() => undefined);
-  }
-  const call = fillOutputLimit((p, b, c) => p.chat(b, c), defaultOutputLimit);
-  // The continuation of a rescued stream is built from upstreamBody: masked, as the first call was.
+  const checks =
+    active === undefined ? undefined : await startChecks(gantry, reply, ticket, active, sent, masked);
+  const call = fillOutputLimit((p, b, ctx) => p.chat(b, ctx), defaultOutputLimit);
+  // Stream rescue (inference/rescue.ts): undefined unless the model has a continuation route or a stall
+  // limit. A continuation is built from upstreamBody: masked, as the first call was.
   const rescue = streamRescue(gantry, request, model, upstreamBody, call, ticket);
   const { result, upstreamModel, provider, cancel } = await dispatch(
     gantry,
@@ -177,30 +111,34 @@ async function safeChatCompletions(
   ticket.servedBy(provider.name);
   if (result.kind === 'json') {
     ticket.usage = readUsage(result.body.usage);
-    const answered = await annotateChatCompletion(ctx, result.body, prompt, gone);
+    if (checks === undefined) return jsonAnswer(result, requested);
+    const answered = await annotateChatCompletion(checks.ctx, result.body, checks.prompt, checks.gone);
     return renameModel(answered, requested);
   }
   const meter = ticket.streamMeter(clientWantsUsage);
   const upstreamEvents = rescue
     ? rescue.events(result.events, { provider: provider.name, upstreamModel, cancel })
     : result.events;
-  const events = safeChatStream(upstreamEvents, {
-    ctx,
-    windowChars: gantry.safety.streamWindowChars,
-    prompt,
-    choices: typeof body.n === 'number' && body.n > 1 ? body.n : 1,
-    deliveredUsage: () => {
-      const promptTokens = countInput();
-      const completionTokens = meter.countDelivered();
-      return {
-        prompt_tokens: promptTokens,
-        completion_tokens: completionTokens,
-        total_tokens: promptTokens + completionTokens,
-      };
-    },
-    abort: () => cancel.abort(),
-    ...(gone === undefined ? {} : { signal: cancel.signal }),
-  });
+  const events =
+    checks === undefined
+      ? upstreamEvents
+      : safeChatStream(upstreamEvents, {
+          ctx: checks.ctx,
+          windowChars: gantry.safety.streamWindowChars,
+          prompt: checks.prompt,
+          choices: typeof body.n === 'number' && body.n > 1 ? body.n : 1,
+          deliveredUsage: () => {
+            const promptTokens = countInput();
+            const completionTokens = meter.countDelivered();
+            return {
+              prompt_tokens: promptTokens,
+              completion_tokens: completionTokens,
+              total_tokens: promptTokens + completionTokens,
+            };
+          },
+          abort: () => cancel.abort(),
+          ...(checks.gone === undefined ? {} : { signal: cancel.signal }),
+        });
   await sendStream(request, reply, events, {
     cancel,
     writeDone: true,
@@ -209,4 +147,44 @@ async function safeChatCompletions(
     ...(upstreamModel === requested ? {} : { transform: renameModelInEvent(upstreamModel, requested) }),
   });
   return undefined;
+}
+
+interface ChatChecks {
+  ctx: ChatSafetyContext;
+  /** The prompt check: settled when the policy blocks or fails closed, maybe still running otherwise. */
+  prompt: Promise<SafetyCheck>;
+  /** Aborted when the client leaves, for a remote classifier (a local one never waits). */
+  gone: AbortSignal | undefined;
+}
+
+/**
+ * The request's safety checks begin: the prompt as it goes upstream (masked) is checked, so the original
+ * reaches no classifier. A blocked prompt is refused, and a classifier that is down under a policy
+ * failing closed is a 503, both before the upstream is called (and billed).
+ */
+async function startChecks(
+  gantry: Gantry,
+  reply: InferenceReply,
+  ticket: Ticket,
+  active: ActiveSafety,
+  sent: JsonObject,
+  masked: number,
+): Promise<ChatChecks> {
+  const outcome = newSafetyOutcome();
+  outcome.redacted = masked;
+  ticket.safety = outcome;
+  const ctx = chatSafetyContext(active, outcome, gantry.services.metrics);
+  const gone = active.classifier.name === 'offline' ? undefined : clientGoneSignal(reply);
+  const prompt = checkChatPrompt(ctx, sent.messages, masked, gone);
+  if (active.policy.mode === 'block') {
+    const check = await prompt;
+    if (check.blocked) throw blockedPromptError(check);
+  } else if (active.onFailure === 'closed') {
+    // Annotate, failing closed: a classifier that is down must answer 503 before anything is billed.
+    await prompt;
+  } else {
+    // Annotate, failing open: the upstream is not kept waiting; the results are attached once ready.
+    prompt.catch(() => undefined);
+  }
+  return { ctx, prompt, gone };
 }

@@ -4,28 +4,33 @@
  *
  * - a chunk `choices: []` with `prompt_filter_results` comes before the first upstream chunk (or, for a
  *   remote check still running in annotate mode, as soon as it is ready, before `[DONE]` at the latest);
- * - the completion text of each choice (content, refusal, tool call arguments) is cut in windows
- *   (window.ts) and each checked window is followed by an annotation chunk
- *   `choices: [{index, delta: {}, finish_reason: null, content_filter_results, content_filter_offsets}]`;
+ * - the completion text of each choice (content, refusal, reasoning, tool call arguments) is cut in
+ *   windows (window.ts) and each checked window is followed by an annotation chunk
+ *   `choices: [{index, delta: {}, finish_reason: null, content_filter_results, content_filter_offsets}]`
+ *   (Azure's asynchronous-filter layout, in both modes; `check_offset` is how far the choice's text has
+ *   been checked, never decreasing);
  * - annotate: nothing is held back, annotations follow the text they cover;
  * - block: a choice's chunks are held until the window their text belongs to passed the check, then
  *   released in order. A flagged window releases nothing: the choice ends with a chunk
  *   `finish_reason: "content_filter"` carrying the results; once every choice is over, the upstream is
  *   stopped and a usage chunk for what was delivered follows (the meter drops it if the client did not
- *   ask for usage).
+ *   ask for usage). A chunk that is not a JSON object cannot be checked: it is never forwarded, the
+ *   stream ends with one error event (an invalid upstream answer) and the held text is not released.
  *
  * Chunks are passed on as the upstream's own event (never re-serialised) unless one chunk carries
- * several choices in block mode, which is split per choice. Annotate mode parses only chunks that carry
- * completion text or a finish reason.
+ * several choices in block mode, which is split per choice. Annotate mode parses only chunks that may
+ * carry completion text or a finish reason; block mode parses every chunk, so nothing unchecked passes.
  */
 import type { JsonObject, SseEvent } from '../../providers/types.js';
+import { GantryError } from '../errors.js';
 import type { ChatSafetyContext } from './chat.js';
 import { checkChatCompletion } from './chat.js';
 import { promptFilterResults, type SafetyCheck } from './engine.js';
 import { TextWindows, type Window } from './window.js';
 
 /** Chunks that may carry completion text or end a choice (compact JSON or with spaces). */
-const TEXT_OR_FINISH = /"(?:content|refusal|arguments)"\s*:\s*"[^"]|"finish_reason"\s*:\s*"/;
+const TEXT_OR_FINISH =
+  /"(?:content|refusal|reasoning_content|reasoning|arguments)"\s*:\s*"[^"]|"finish_reason"\s*:\s*"/;
 
 export interface ChatStreamSafety {
   ctx: ChatSafetyContext;
@@ -120,7 +125,9 @@ export async function* safeChatStream(
           finish_reason: finish,
           content_filter_results: check.results,
           content_filter_offsets: {
-            check_offset: window.end - window.text.length,
+            // Azure: how far the text has been fully checked, an exclusive lower bound on the end_offset
+            // of later annotations (README, "Chat completions").
+            check_offset: window.end,
             start_offset: window.start,
             end_offset: window.end,
           },
@@ -240,10 +247,9 @@ export async function* safeChatStream(
         }
         yield* ready();
       }
-      const anyHeld = block && hasHeld(states);
-      if (!anyHeld && !TEXT_OR_FINISH.test(data)) {
-        // No text, nothing held: a role chunk, reasoning, the usage chunk. A chunk without choices
-        // (usage) waits for the text still unchecked.
+      if (!block && !TEXT_OR_FINISH.test(data)) {
+        // Annotate mode, no text: a role chunk, the usage chunk. A chunk without choices (usage) waits
+        // for the annotations of the text still unchecked.
         if (states.size > 0 && /"choices"\s*:\s*\[\s*\]/.test(data)) yield* flushAll();
         yield event;
         yield* ready();
@@ -253,6 +259,8 @@ export async function* safeChatStream(
       const choices =
         parsed !== undefined && Array.isArray(parsed.choices) ? (parsed.choices as JsonObject[]) : [];
       if (parsed === undefined) {
+        // Block mode never forwards text it could not check (annotate forwards it as the upstream sent it).
+        if (block) throw unreadableChunk();
         yield event;
       } else if (choices.length === 0) {
         yield* flushAll();
@@ -263,9 +271,17 @@ export async function* safeChatStream(
       } else if (choices.length === 1) {
         yield* hold(event, choices[0] as JsonObject);
       } else {
-        // Held per choice: a chunk carrying several is split.
-        for (const choice of choices) {
-          yield* hold({ ...event, data: JSON.stringify({ ...parsed, choices: [choice] }) }, choice);
+        // Held per choice: a chunk carrying several is split, and its usage (if any) goes on the last part
+        // only, so it is counted once.
+        const { usage, ...rest } = parsed;
+        const last = choices.length - 1;
+        for (let i = 0; i <= last; i++) {
+          const choice = choices[i] as JsonObject;
+          const part =
+            i === last && usage !== undefined
+              ? { ...rest, choices: [choice], usage }
+              : { ...rest, choices: [choice] };
+          yield* hold({ ...event, data: JSON.stringify(part) }, choice);
         }
       }
       if (block && filteredChoices > 0 && filteredChoices >= s.choices && allOver(states)) {
@@ -289,9 +305,9 @@ export async function* safeChatStream(
   }
 }
 
-function hasHeld(states: ReadonlyMap<number, ChoiceState>): boolean {
-  for (const st of states.values()) if (st.held.length > 0) return true;
-  return false;
+/** The error a block-mode stream ends with at a chunk it cannot read (so cannot check). */
+function unreadableChunk(): GantryError {
+  return new GantryError('UPSTREAM_ERROR', { message: 'The model provider sent an invalid response' });
 }
 
 function allOver(states: ReadonlyMap<number, ChoiceState>): boolean {
@@ -310,13 +326,21 @@ function parseChunk(data: string): JsonObject | undefined {
   }
 }
 
-/** The text of a delta the completion check reads: content, refusal, tool call arguments. */
+/** The text of a delta the completion check reads: content, refusal, reasoning, tool call arguments. */
 export function choiceText(delta: unknown): string {
   if (delta === null || typeof delta !== 'object') return '';
-  const d = delta as { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+  const d = delta as {
+    content?: unknown;
+    refusal?: unknown;
+    reasoning_content?: unknown;
+    reasoning?: unknown;
+    tool_calls?: unknown;
+  };
   let text = '';
   if (typeof d.content === 'string') text += d.content;
   if (typeof d.refusal === 'string') text += d.refusal;
+  if (typeof d.reasoning_content === 'string') text += d.reasoning_content;
+  if (typeof d.reasoning === 'string') text += d.reasoning;
   if (Array.isArray(d.tool_calls)) {
     for (const call of d.tool_calls) {
       const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments;

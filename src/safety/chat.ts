@@ -6,8 +6,6 @@
  */
 import type { JsonObject } from '../../providers/types.js';
 import type { Metrics } from '../metrics.js';
-import type { PiiKind } from './categories.js';
-import type { Findings, TextClassifier } from './classifier.js';
 import {
   type ActiveSafety,
   checkCompletion,
@@ -17,56 +15,27 @@ import {
   type SafetyCheck,
   type SafetyOutcome,
 } from './engine.js';
-import type { SafetyPolicy } from './policy.js';
 import { chatPromptParts } from './prompt-text.js';
-import { maskText } from './redact.js';
+import type { Redactor } from './redact.js';
 
 /** Roles whose text is masked: everything but the model's own (assistant) turns. */
 const MASKED_ROLES: ReadonlySet<unknown> = new Set(['user', 'system', 'developer', 'tool', 'function']);
 
-/** Each policy's `redact` as a set, made once per policy (policies are built at start and kept). */
-const KINDS = new WeakMap<SafetyPolicy, ReadonlySet<PiiKind>>();
-
-export function redactKinds(policy: SafetyPolicy): ReadonlySet<PiiKind> {
-  let kinds = KINDS.get(policy);
-  if (kinds === undefined) {
-    kinds = new Set(policy.redact);
-    KINDS.set(policy, kinds);
-  }
-  return kinds;
-}
-
-export interface Redacted {
-  /** The messages with the listed kinds masked (the same array when nothing was found). */
-  messages: unknown;
-  masked: number;
-}
-
 /**
- * Masks `kinds` in the text of the prompt's messages (string content and text parts). Spans come from
- * the offline classifier, which runs in process: the original text goes nowhere else.
+ * The prompt's messages with personal data masked by `redactor` (redact.ts) in their text (string content
+ * and text parts); the same array when nothing was found. The client's body is never changed in place.
  */
-export function redactMessages(
-  messages: unknown,
-  kinds: ReadonlySet<PiiKind>,
-  offline: TextClassifier,
-): Redacted {
-  if (!Array.isArray(messages)) return { messages, masked: 0 };
-  let masked = 0;
-  const mask = (text: string): string => {
-    // The offline classifier answers synchronously (classifier.ts).
-    const findings = offline.classify(text, 'prompt') as Findings;
-    const out = maskText(text, findings.pii ?? [], kinds);
-    masked += out.masked;
-    return out.text;
-  };
+export function redactMessages(messages: unknown, redactor: Redactor): unknown {
+  if (!Array.isArray(messages)) return messages;
+  const before = redactor.masked;
   const out = messages.map((message: unknown) => {
     if (message === null || typeof message !== 'object') return message;
     const m = message as JsonObject;
     if (!MASKED_ROLES.has(m.role)) return message;
+    const source = m.role === 'tool' || m.role === 'function' ? 'document' : 'prompt';
     const content = m.content;
     if (typeof content === 'string') {
-      const text = mask(content);
+      const text = redactor.mask(content, source);
       return text === content ? message : { ...m, content: text };
     }
     if (!Array.isArray(content)) return message;
@@ -75,21 +44,39 @@ export function redactMessages(
       if (part === null || typeof part !== 'object') return part;
       const p = part as JsonObject;
       if (p.type !== 'text' || typeof p.text !== 'string') return part;
-      const text = mask(p.text);
+      const text = redactor.mask(p.text, source);
       if (text === p.text) return part;
       changed = true;
       return { ...p, text };
     });
     return changed ? { ...m, content: parts } : message;
   });
-  return masked === 0 ? { messages, masked: 0 } : { messages: out, masked };
+  return redactor.masked === before ? messages : out;
 }
 
 /** What one request's checks need: where they are counted and what they run under. */
 export interface ChatSafetyContext {
   active: ActiveSafety;
+  /**
+   * What the completion checks run under: `active`, except that in annotate mode a classifier failing
+   * after the upstream answered is reported in the results (`{error}`), never as an error that would
+   * throw away an answer already billed (or break a stream already under way).
+   */
+  completion: ActiveSafety;
   outcome: SafetyOutcome;
   metrics: Metrics;
+}
+
+export function chatSafetyContext(
+  active: ActiveSafety,
+  outcome: SafetyOutcome,
+  metrics: Metrics,
+): ChatSafetyContext {
+  const completion =
+    active.policy.mode === 'annotate' && active.onFailure === 'closed'
+      ? { ...active, onFailure: 'open' as const }
+      : active;
+  return { active, completion, outcome, metrics };
 }
 
 /**
@@ -128,7 +115,7 @@ export async function checkChatCompletion(
   signal?: AbortSignal,
 ): Promise<SafetyCheck> {
   const started = performance.now();
-  const check = await checkCompletion(ctx.active, text, signal);
+  const check = await checkCompletion(ctx.completion, text, signal);
   recordCheck(
     ctx.metrics,
     ctx.outcome,
@@ -141,13 +128,24 @@ export async function checkChatCompletion(
   return check;
 }
 
-/** The text of a chat message the completion check reads: content, refusal and tool call arguments. */
+/**
+ * The text of a chat message the completion check reads: content, refusal, reasoning (`reasoning_content`
+ * as vLLM and DeepSeek send it, or a string `reasoning`) and tool call arguments.
+ */
 export function messageCheckText(message: unknown): string {
   if (message === null || typeof message !== 'object') return '';
-  const m = message as { content?: unknown; refusal?: unknown; tool_calls?: unknown };
+  const m = message as {
+    content?: unknown;
+    refusal?: unknown;
+    reasoning_content?: unknown;
+    reasoning?: unknown;
+    tool_calls?: unknown;
+  };
   const texts: string[] = [];
   if (typeof m.content === 'string' && m.content !== '') texts.push(m.content);
   if (typeof m.refusal === 'string' && m.refusal !== '') texts.push(m.refusal);
+  if (typeof m.reasoning_content === 'string' && m.reasoning_content !== '') texts.push(m.reasoning_content);
+  if (typeof m.reasoning === 'string' && m.reasoning !== '') texts.push(m.reasoning);
   if (Array.isArray(m.tool_calls)) {
     for (const call of m.tool_calls) {
       const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments;
@@ -157,10 +155,14 @@ export function messageCheckText(message: unknown): string {
   return texts.join('\n');
 }
 
+/** Message fields of a filtered choice that carry the model's words (or its voice). */
+const WITHHELD = ['tool_calls', 'function_call', 'reasoning_content', 'reasoning', 'audio', 'annotations'];
+
 /**
  * A JSON chat completion with Azure's fields: `prompt_filter_results` and each choice's
- * `content_filter_results`. In block mode a flagged choice loses its content and tool calls and ends
- * with `finish_reason: "content_filter"` (its usage is still what the upstream reported).
+ * `content_filter_results`. In block mode a flagged choice keeps nothing of what the model wrote:
+ * content and refusal null, no tool calls, reasoning, audio or annotations, logprobs null; it ends with
+ * `finish_reason: "content_filter"` (the usage is still what the upstream reported).
  */
 export async function annotateChatCompletion(
   ctx: ChatSafetyContext,
@@ -175,10 +177,15 @@ export async function annotateChatCompletion(
   const annotated = choices.map((choice, i) => {
     const check = checks[i] as SafetyCheck;
     if (!check.blocked) return { ...choice, content_filter_results: check.results };
-    const message: JsonObject = { ...(choice.message as JsonObject), content: null };
-    delete message.tool_calls;
-    delete message.function_call;
-    return { ...choice, message, finish_reason: 'content_filter', content_filter_results: check.results };
+    const message: JsonObject = { ...(choice.message as JsonObject), content: null, refusal: null };
+    for (const field of WITHHELD) delete message[field];
+    return {
+      ...choice,
+      message,
+      logprobs: null,
+      finish_reason: 'content_filter',
+      content_filter_results: check.results,
+    };
   });
   return {
     ...body,

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { SseEvent } from '../../providers/types.js';
 import { Metrics } from '../../src/metrics.js';
 import type { ChatSafetyContext } from '../../src/safety/chat.js';
-import { checkChatPrompt } from '../../src/safety/chat.js';
+import { chatSafetyContext, checkChatPrompt } from '../../src/safety/chat.js';
 import { safeChatStream } from '../../src/safety/chat-stream.js';
 import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
@@ -65,11 +65,7 @@ async function run(
     classifier: offlineClassifier(),
     onFailure: 'open',
   };
-  const ctx: ChatSafetyContext = {
-    active,
-    outcome: newSafetyOutcome(),
-    metrics: new Metrics({ processMetrics: false }),
-  };
+  const ctx = chatSafetyContext(active, newSafetyOutcome(), new Metrics({ processMetrics: false }));
   const prompt = checkChatPrompt(ctx, [{ role: 'user', content: options.prompt ?? CLEAN }], 0);
   // Ready before the upstream's first chunk, as an offline check is in Gantry (the upstream is a network away).
   await prompt;
@@ -223,7 +219,9 @@ describe('safeChatStream', () => {
             continue;
           }
           expect(off.start_offset).toBe(next);
-          expect(off.check_offset).toBeLessThanOrEqual(off.start_offset);
+          // Azure: how far the text was fully checked, non-decreasing, below every later end_offset.
+          expect(off.check_offset).toBe(off.end_offset);
+          expect(off.end_offset).toBeGreaterThan(next);
           next = off.end_offset;
           if (ch.finish_reason !== 'content_filter')
             expect(seen.length).toBeGreaterThanOrEqual(off.end_offset);
@@ -281,11 +279,7 @@ describe('safeChatStream', () => {
       classifier: offlineClassifier(),
       onFailure: 'open',
     };
-    const ctx: ChatSafetyContext = {
-      active,
-      outcome: newSafetyOutcome(),
-      metrics: new Metrics({ processMetrics: false }),
-    };
+    const ctx = chatSafetyContext(active, newSafetyOutcome(), new Metrics({ processMetrics: false }));
     let resolve: (() => void) | undefined;
     const gate = new Promise<void>((r) => {
       resolve = r;
@@ -313,5 +307,121 @@ describe('safeChatStream', () => {
         content_filter_results: expect.objectContaining({ profanity: { filtered: false, detected: true } }),
       },
     ]);
+  });
+});
+
+describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
+  const reasoning = (piece: string, index = 0) =>
+    chunk([{ index, delta: { reasoning_content: piece }, finish_reason: null }]);
+
+  it('block: violent reasoning is held and filtered like content', async () => {
+    const r = await run(
+      'block',
+      [
+        role(),
+        ...words(VIOLENT).map((e) => reasoning(JSON.parse(e.data).choices[0].delta.content)),
+        text(CLEAN),
+        finish(),
+        usage(),
+      ],
+      { window: 1000 },
+    );
+    expect(r.raw).not.toContain('kill');
+    const ends = r.out.flatMap((o) => o.choices).filter((ch) => ch.finish_reason !== null);
+    expect(ends.map((e) => e.finish_reason)).toEqual(['content_filter']);
+    expect(r.ctx.outcome.flagged.has('violence')).toBe(true);
+  });
+
+  it('annotate: reasoning is annotated (the text still goes out)', async () => {
+    const r = await run('annotate', [role(), reasoning(VIOLENT), text(CLEAN), finish(), usage()], {
+      window: 1000,
+    });
+    expect(r.raw).toContain('kill');
+    const [annotation] = annotationsOf(r.out);
+    expect(annotation?.choices[0]?.content_filter_results).toMatchObject({
+      violence: { filtered: false, severity: 'medium' },
+    });
+    // The window covers the reasoning and the content together.
+    expect(annotation?.choices[0]?.content_filter_offsets).toEqual({
+      check_offset: VIOLENT.length + CLEAN.length,
+      start_offset: 0,
+      end_offset: VIOLENT.length + CLEAN.length,
+    });
+  });
+
+  it('block: a chunk that is not JSON is never forwarded; the stream ends with an error, held text kept', async () => {
+    const broken = { data: `{"choices":[{"index":0,"delta":{"content":"${VIOLENT}"}}], broken` };
+    const events = [role(), text(CLEAN), broken, finish(), usage()];
+    const out: string[] = [];
+    const ctx = chatSafetyContext(
+      {
+        policy: PRESET_POLICIES.block as ActiveSafety['policy'],
+        classifier: offlineClassifier(),
+        onFailure: 'open',
+      },
+      newSafetyOutcome(),
+      new Metrics({ processMetrics: false }),
+    );
+    const prompt = checkChatPrompt(ctx, [{ role: 'user', content: CLEAN }], 0);
+    await prompt;
+    const state = { closed: false, read: 0 };
+    let error: unknown;
+    try {
+      for await (const e of safeChatStream(upstream(events, state), {
+        ctx,
+        windowChars: 1000,
+        prompt,
+        choices: 1,
+        deliveredUsage: () => ({}),
+        abort: () => undefined,
+      })) {
+        out.push(e.data);
+      }
+    } catch (err) {
+      error = err;
+    }
+    expect((error as { errorId?: string }).errorId).toBe('UPSTREAM_ERROR');
+    expect(out.join('')).not.toContain('kill');
+    // The clean text before it was held (its window not checked yet) and is not released either.
+    expect(out.join('')).not.toContain(CLEAN);
+    expect(state.closed).toBe(true);
+  });
+
+  it('annotate: a chunk that is not JSON goes out as it came (nothing is held in annotate)', async () => {
+    const broken = { data: '{"choices": oops' };
+    const active: ActiveSafety = {
+      policy: PRESET_POLICIES.annotate as ActiveSafety['policy'],
+      classifier: offlineClassifier(),
+      onFailure: 'open',
+    };
+    const ctx = chatSafetyContext(active, newSafetyOutcome(), new Metrics({ processMetrics: false }));
+    const prompt = checkChatPrompt(ctx, [{ role: 'user', content: CLEAN }], 0);
+    await prompt;
+    const out: string[] = [];
+    for await (const e of safeChatStream(upstream([role(), broken, finish()], { closed: false, read: 0 }), {
+      ctx,
+      windowChars: 1000,
+      prompt,
+      choices: 1,
+      deliveredUsage: () => ({}),
+      abort: () => undefined,
+    })) {
+      out.push(e.data);
+    }
+    expect(out).toContain(broken.data);
+  });
+
+  it('block: a chunk with two choices and usage is split with the usage on one part only', async () => {
+    const both = chunk(
+      [
+        { index: 0, delta: { content: CLEAN }, finish_reason: 'stop' },
+        { index: 1, delta: { content: CLEAN }, finish_reason: 'stop' },
+      ],
+      { usage: { prompt_tokens: 3, completion_tokens: 8, total_tokens: 11 } },
+    );
+    const r = await run('block', [both], { window: 1000, choices: 2 });
+    expect(delivered(r.out, 0)).toBe(CLEAN);
+    expect(delivered(r.out, 1)).toBe(CLEAN);
+    expect(r.out.filter((o) => o.usage !== undefined && o.usage !== null)).toHaveLength(1);
   });
 });
