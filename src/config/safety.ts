@@ -3,6 +3,7 @@
  * and classifier name a model, account or key gives is checked here, at start.
  */
 import type { HARM_CATEGORIES, PiiKind } from '../safety/categories.js';
+import { DEFAULT_CUTOFFS, type SexualCutoffs } from '../safety/image/mapping.js';
 import {
   DEFAULT_FILTER,
   DEFAULT_THRESHOLDS,
@@ -16,6 +17,12 @@ import type { AccountEntry, ClassifierConfig, ModelEntry, SafetySettings } from 
 export interface RawSafety {
   default?: string;
   stream_window_chars?: number;
+  image?: {
+    explicit_high?: number;
+    explicit_medium?: number;
+    explicit_low?: number;
+    suggestive_low?: number;
+  };
   policies?: Record<
     string,
     {
@@ -105,5 +112,30 @@ export function buildSafety(
     table: { policies, defaultPolicy, byModel, byAccount, byKey },
     classifiers,
     streamWindowChars: raw.stream_window_chars ?? 400,
+    imageCutoffs: imageCutoffs(raw.image, fail),
   };
+}
+
+/**
+ * `safety.image` → the image classifier's cut-offs, each key over its default. The explicit ones must
+ * rise with the severity (low ≤ medium ≤ high), or a severity could never be reached.
+ */
+function imageCutoffs(
+  raw: RawSafety['image'],
+  fail: (where: string, problem: string) => never,
+): Readonly<SexualCutoffs> {
+  if (raw === undefined) return DEFAULT_CUTOFFS;
+  const cutoffs: SexualCutoffs = {
+    high: raw.explicit_high ?? DEFAULT_CUTOFFS.high,
+    medium: raw.explicit_medium ?? DEFAULT_CUTOFFS.medium,
+    low: raw.explicit_low ?? DEFAULT_CUTOFFS.low,
+    suggestive: raw.suggestive_low ?? DEFAULT_CUTOFFS.suggestive,
+  };
+  if (cutoffs.low > cutoffs.medium || cutoffs.medium > cutoffs.high) {
+    fail(
+      '/safety/image',
+      `explicit_low (${cutoffs.low}) ≤ explicit_medium (${cutoffs.medium}) ≤ explicit_high (${cutoffs.high}) is required`,
+    );
+  }
+  return cutoffs;
 }

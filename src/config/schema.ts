@@ -142,6 +142,8 @@ const policyName = { type: 'string', pattern: '^[A-Za-z0-9_-]+$' };
 
 const severityThreshold = { enum: ['low', 'medium', 'high', 'off'] };
 
+const probability = { type: 'number', minimum: 0, maximum: 1 };
+
 const safetyPolicy = {
   type: 'object',
   additionalProperties: false,
@@ -357,6 +359,17 @@ export const configSchema = {
         stream_window_chars: { type: 'integer', minimum: 16, maximum: 1000 },
         policies: { type: 'object', propertyNames: policyName, additionalProperties: safetyPolicy },
         classifiers: { type: 'object', propertyNames: policyName, additionalProperties: safetyClassifier },
+        /** The image classifier's probability cut-offs (README, "Image outputs"); the rest keep their defaults. */
+        image: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            explicit_high: probability,
+            explicit_medium: probability,
+            explicit_low: probability,
+            suggestive_low: probability,
+          },
+        },
       },
     },
     predictions: {

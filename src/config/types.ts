@@ -1,4 +1,5 @@
 import type { ProviderConfig } from '../../providers/types.js';
+import type { SexualCutoffs } from '../safety/image/mapping.js';
 import type { PolicyTable } from '../safety/policy.js';
 
 export type Api = 'chat' | 'responses' | 'embeddings' | 'other';
@@ -162,6 +163,8 @@ export interface SafetySettings {
   classifiers: ClassifierConfig[];
   /** Characters of a `block` stream held back until checked. */
   streamWindowChars: number;
+  /** The image classifier's probability cut-offs (`safety.image`, README "Image outputs"). */
+  imageCutoffs: Readonly<SexualCutoffs>;
 }
 
 export interface ServerSettings {

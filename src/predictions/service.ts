@@ -13,7 +13,7 @@ import {
   recordCheck,
 } from '../safety/engine.js';
 import type { SafetyPolicy } from '../safety/policy.js';
-import { maskText } from '../safety/redact.js';
+import { redactorFor } from '../safety/redact.js';
 import { newUsageId, safetyUsageFields } from '../usage/index.js';
 import { parseWebhookEvents } from '../webhooks/events.js';
 import { checkWebhookUrl } from '../webhooks/ssrf.js';
@@ -337,15 +337,34 @@ async function checkPredictionPrompt(
   const fields = (deps.promptFields.get(entry.namespace) ?? []).filter(
     (f) => typeof input[f] === 'string' && input[f] !== '',
   );
+  // Masked first, with the offline classifier in process (redact.ts): the policy's classifier, which may
+  // be a remote service, sees only the masked text, and the masked input is what is stored and run.
+  const redactor = redactorFor(deps.safety, active.policy);
+  let masked = 0;
+  if (redactor !== undefined) {
+    let copy: JsonObject | undefined;
+    for (const field of fields) {
+      const text = input[field] as string;
+      const out = redactor.mask(text);
+      if (out === text) continue;
+      copy ??= { ...input };
+      copy[field] = out;
+    }
+    masked = redactor.masked;
+    if (copy !== undefined) input = copy;
+  }
   const parts: PromptPart[] = fields.map((f) => ({ text: input[f] as string, source: 'prompt' }));
-  const check = await checkPrompt(active, parts);
+  // What was masked is no longer in the checked text: `pii` is reported detected all the same.
+  const known: Findings | undefined = masked > 0 ? { harm: {}, detected: { pii: true } } : undefined;
+  const check = await checkPrompt(active, parts, undefined, known);
   const outcome = newSafetyOutcome();
+  outcome.redacted = masked;
   recordCheck(
     deps.metrics,
     outcome,
     'predictions',
     'prompt',
-    active.policy.classifier,
+    active.classifier.name,
     check,
     (performance.now() - startedAt) / 1000,
   );
@@ -378,29 +397,6 @@ async function checkPredictionPrompt(
       ...safetyUsageFields(outcome),
     });
     throw error;
-  }
-  let masked = 0;
-  if (active.policy.redact.length > 0 && check.findings?.detected.pii === true) {
-    // The merged check keeps no offsets: each field that holds personal data is classified for its spans.
-    const kinds = new Set(active.policy.redact);
-    const copy: JsonObject = { ...input };
-    for (const field of fields) {
-      let findings: Findings;
-      try {
-        findings = await active.classifier.classify(copy[field] as string, 'prompt');
-      } catch (err) {
-        // Unmasked personal data must not go on: refused whatever the policy's failure rule.
-        throw new GantryError('SERVICE_UNAVAILABLE', {
-          message: 'The safety classifier could not mask personal data; retry later',
-          code: 'content_filter_unavailable',
-          cause: err,
-        });
-      }
-      const result = maskText(copy[field] as string, findings.pii ?? [], kinds);
-      copy[field] = result.text;
-      masked += result.masked;
-    }
-    if (masked > 0) input = copy;
   }
   const prompt: JsonObject = { content_filter_results: check.results as JsonObject };
   if (masked > 0) prompt.redacted = masked;

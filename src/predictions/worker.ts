@@ -403,7 +403,7 @@ export class PredictionWorker {
     images: ImageOutput[],
   ): Promise<ImageOutputCheck> {
     const started = performance.now();
-    const checked = await checkImageOutputs(policy, images);
+    const checked = await checkImageOutputs(policy, images, this.deps.config.safety.imageCutoffs);
     const seconds = (performance.now() - started) / 1000;
     const failed = checked.results.files.filter((f) => 'error' in f.content_filter_results).length;
     if (failed > 0) {

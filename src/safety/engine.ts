@@ -89,12 +89,20 @@ export async function checkPrompt(
   signal?: AbortSignal,
   known?: Findings,
 ): Promise<SafetyCheck> {
-  return check(active, 'prompt', signal, async () => {
+  return check(active, 'prompt', async () => {
     const found: Findings[] = known === undefined ? [] : [known];
+    // Offline classifiers answer synchronously: those findings are taken as they come, with no promise
+    // per part. A remote one answers with promises: every part is asked at once, so a prompt of N parts
+    // costs one round trip of latency, not N.
+    let pending: Promise<Findings>[] | undefined;
     for (const part of parts) {
       if (part.text === '') continue;
-      found.push(await classify(active.classifier, part.text, part.source, signal));
+      const answer = classify(active.classifier, part.text, part.source, signal);
+      if (!(answer instanceof Promise)) found.push(answer);
+      else if (pending === undefined) pending = [answer];
+      else pending.push(answer);
     }
+    if (pending !== undefined) found.push(...(await Promise.all(pending)));
     return mergeFindings(found);
   });
 }
@@ -105,15 +113,12 @@ export async function checkCompletion(
   text: string,
   signal?: AbortSignal,
 ): Promise<SafetyCheck> {
-  return check(active, 'completion', signal, async () =>
-    classify(active.classifier, text, 'completion', signal),
-  );
+  return check(active, 'completion', async () => classify(active.classifier, text, 'completion', signal));
 }
 
 async function check(
   active: ActiveSafety,
   source: 'prompt' | 'completion',
-  _signal: AbortSignal | undefined,
   run: () => Promise<Findings>,
 ): Promise<SafetyCheck> {
   let findings: Findings;

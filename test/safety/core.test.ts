@@ -391,4 +391,71 @@ describe('checks and verdicts', () => {
     ]);
     expect(calls).toBe(1);
   });
+
+  it('a remote classifier is asked for every part at once, each with the request signal', async () => {
+    const asked: Array<{ text: string; signal: AbortSignal | undefined; answer: (f: Findings) => void }> = [];
+    const remote: TextClassifier = {
+      name: 'remote',
+      classify: (text, _source, signal) =>
+        new Promise<Findings>((resolve) => asked.push({ text, signal, answer: resolve })),
+    };
+    const controller = new AbortController();
+    const pending = checkPrompt(
+      active(annotate, remote),
+      [
+        { text: 'one', source: 'prompt' },
+        { text: 'two', source: 'prompt' },
+        { text: 'three', source: 'document' },
+      ],
+      controller.signal,
+    );
+    // All three were sent before any answered: one round trip of latency, not three.
+    expect(asked.map((a) => a.text)).toEqual(['one', 'two', 'three']);
+    expect(asked.every((a) => a.signal === controller.signal)).toBe(true);
+    asked[2]?.answer({ harm: { violence: 'medium' }, detected: { indirect_attack: true } });
+    asked[0]?.answer({ harm: { violence: 'low', hate: 'high' }, detected: {} });
+    asked[1]?.answer({ harm: { violence: 'safe' }, detected: { jailbreak: false } });
+    const check = await pending;
+    expect(check.findings).toEqual({
+      harm: { violence: 'medium', hate: 'high' },
+      detected: { indirect_attack: true, jailbreak: false },
+    });
+  });
+
+  it('a part that fails fails the prompt check under the policy, whichever part it is', async () => {
+    let n = 0;
+    const flaky = stub(async () => {
+      n++;
+      if (n === 2) throw new ClassifierUnavailable('stub', 'stub: connection refused');
+      return { harm: {}, detected: {} };
+    });
+    const parts = [
+      { text: 'a', source: 'prompt' as const },
+      { text: 'b', source: 'prompt' as const },
+      { text: 'c', source: 'prompt' as const },
+    ];
+    await expect(checkPrompt(active(annotate, flaky, 'closed'), parts)).rejects.toMatchObject({
+      status: 503,
+      code: 'content_filter_unavailable',
+    });
+    n = 0;
+    const open = await checkPrompt(active(annotate, flaky, 'open'), parts);
+    expect(open.findings).toBeUndefined();
+    expect(open.results).toEqual({
+      error: { code: 'classifier_unavailable', message: 'stub: connection refused' },
+    });
+  });
+
+  it("known findings (personal data masked before the check) are reported with the classifier's", async () => {
+    const check = await checkPrompt(
+      active(
+        annotate,
+        stub(() => ({ harm: { violence: 'safe' }, detected: {} })),
+      ),
+      [{ text: 'x', source: 'prompt' }],
+      undefined,
+      { harm: {}, detected: { pii: true } },
+    );
+    expect(check.results).toMatchObject({ pii: { filtered: false, detected: true } });
+  });
 });

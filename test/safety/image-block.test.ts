@@ -1,9 +1,9 @@
 /**
  * The flagged path of image outputs, end to end (README, "Image outputs"). The repository holds no
- * explicit image and the pictures made here are benign, so the classifier's cut-offs are moved with the
- * test-only variable GANTRY_TEST_IMAGE_CUTOFFS until every image is `medium`: everything after the
- * model's probabilities (severity, policy, block, file deletion, results) is the real path. The mapping
- * of real probabilities onto severities is tested in image-mapping.test.ts.
+ * explicit image and the pictures made here are benign, so the operator's setting `safety.image` moves
+ * the classifier's cut-offs until every image is `medium`: everything after the model's probabilities
+ * (severity, policy, block, file deletion, results) is the real path. The mapping of real probabilities
+ * onto severities is tested in image-mapping.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ImageRig, startImageRig } from './image-rig.js';
@@ -11,17 +11,16 @@ import { type ImageRig, startImageRig } from './image-rig.js';
 let rig: ImageRig;
 
 beforeAll(async () => {
-  // low, suggestive, medium, high: explicit >= 0 is medium, high never (explicit is never 1 here).
-  process.env.GANTRY_TEST_IMAGE_CUTOFFS = '0,1,0,1';
+  // explicit >= 0 is medium, high never (explicit is never 1 here); suggestive never on its own.
   rig = await startImageRig(`
 safety:
+  image: { explicit_low: 0, explicit_medium: 0, explicit_high: 1, suggestive_low: 1 }
   policies:
     lenient: { mode: block, thresholds: { sexual: high } }
 `);
 }, 60_000);
 afterAll(async () => {
   await rig?.close();
-  delete process.env.GANTRY_TEST_IMAGE_CUTOFFS;
 });
 
 const FLAGGED = { sexual: { filtered: true, severity: 'medium' } };

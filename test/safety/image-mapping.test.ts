@@ -4,13 +4,9 @@
  * here, from what the model would answer for one (README, "Image outputs").
  */
 import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../../src/config/load.js';
 import { evaluate } from '../../src/safety/azure.js';
-import {
-  DEFAULT_CUTOFFS,
-  type ImageProbabilities,
-  parseCutoffs,
-  sexualSeverity,
-} from '../../src/safety/image/mapping.js';
+import { DEFAULT_CUTOFFS, type ImageProbabilities, sexualSeverity } from '../../src/safety/image/mapping.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
 
 function p(values: Partial<ImageProbabilities>): ImageProbabilities {
@@ -57,16 +53,50 @@ describe('sexualSeverity', () => {
   });
 });
 
-describe('parseCutoffs (the test-only GANTRY_TEST_IMAGE_CUTOFFS)', () => {
-  it('reads four probabilities', () => {
-    expect(parseCutoffs('0.001, 0.5,0.01,0.99')).toEqual({
-      low: 0.001,
-      suggestive: 0.5,
-      medium: 0.01,
-      high: 0.99,
-    });
+describe("safety.image: the operator's cut-offs", () => {
+  const config = (image: string) => `
+providers:
+  local: { kind: local }
+models:
+  - namespace: m/image
+    name: Image
+    type: image
+    serves: [predictions]
+    routes: [{ provider: local, model: local-image }]
+safety:
+  default: annotate
+${image}`;
+
+  it('are the defaults when the section is absent', () => {
+    expect(parseConfig(config(''), 'test.yaml', {}).safety.imageCutoffs).toEqual(DEFAULT_CUTOFFS);
   });
-  it.each(['', '0.1,0.2,0.3', '0.1,0.2,0.3,2', 'a,b,c,d'])('refuses %j', (text) => {
-    expect(() => parseCutoffs(text)).toThrow(/GANTRY_TEST_IMAGE_CUTOFFS/);
+
+  it('are read at start, each key over its default, and move the severities', () => {
+    const cutoffs = parseConfig(
+      config('  image: { explicit_high: 0.95, explicit_medium: 0.7, suggestive_low: 0.8 }'),
+      'test.yaml',
+      {},
+    ).safety.imageCutoffs;
+    expect(cutoffs).toEqual({ high: 0.95, medium: 0.7, low: DEFAULT_CUTOFFS.low, suggestive: 0.8 });
+    // medium and high by default, one step lower with these cut-offs.
+    expect(sexualSeverity(p({ Porn: 0.6, Neutral: 0.4 }), cutoffs)).toBe('low');
+    expect(sexualSeverity(p({ Porn: 0.9, Neutral: 0.1 }), cutoffs)).toBe('medium');
+    // Suggestive at 0.7 is low by default, safe under suggestive_low 0.8.
+    expect(sexualSeverity(p({ Sexy: 0.7, Neutral: 0.3 }), cutoffs)).toBe('safe');
+  });
+
+  it.each([
+    ['a probability over 1', '  image: { explicit_high: 1.5 }', /explicit_high/],
+    ['a negative probability', '  image: { suggestive_low: -0.1 }', /suggestive_low/],
+    ['an unknown key', '  image: { porn: 0.5 }', /porn|additional/],
+    [
+      'explicit_medium over explicit_high',
+      '  image: { explicit_medium: 0.9, explicit_high: 0.8 }',
+      /\/safety\/image/,
+    ],
+    ['explicit_low over explicit_medium (its default)', '  image: { explicit_low: 0.6 }', /\/safety\/image/],
+  ])('refuses %s', (_name, image, message) => {
+    expect(() => parseConfig(config(image), 'test.yaml', {})).toThrow(ConfigError);
+    expect(() => parseConfig(config(image), 'test.yaml', {})).toThrow(message);
   });
 });

@@ -9,13 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Severity } from '../categories.js';
 import { ClassifierUnavailable } from '../classifier.js';
-import {
-  DEFAULT_CUTOFFS,
-  type ImageProbabilities,
-  parseCutoffs,
-  type SexualCutoffs,
-  sexualSeverity,
-} from './mapping.js';
+import { DEFAULT_CUTOFFS, type ImageProbabilities, type SexualCutoffs, sexualSeverity } from './mapping.js';
 import type { ImageReady, ImageRequest, ImageResponse } from './protocol.js';
 
 /** The classifier's name in results, metrics and logs. */
@@ -52,19 +46,18 @@ let shared: ImageClassifier | undefined;
 /**
  * Classifies one image file: undefined for a content type that is not a decodable image; throws
  * ClassifierUnavailable when the image cannot be decoded or the model cannot run (the caller fails open).
+ * `cutoffs`: the instance's `safety.image` (config/safety.ts). The thread answers the model's
+ * probabilities only, so one thread serves every instance in the process, whatever their cut-offs.
  */
 export async function classifyImage(
   bytes: Uint8Array,
   contentType: string,
+  cutoffs: Readonly<SexualCutoffs> = DEFAULT_CUTOFFS,
 ): Promise<ImageFindings | undefined> {
   if (!isClassifiableImage(contentType)) return undefined;
-  shared ??= new ImageClassifier(cutoffsFromEnv());
-  return shared.classify(bytes);
-}
-
-function cutoffsFromEnv(): SexualCutoffs {
-  const text = process.env.GANTRY_TEST_IMAGE_CUTOFFS;
-  return text ? parseCutoffs(text) : DEFAULT_CUTOFFS;
+  shared ??= new ImageClassifier();
+  const probabilities = await shared.classify(bytes);
+  return { sexual: sexualSeverity(probabilities, cutoffs), probabilities };
 }
 
 interface Thread {
@@ -75,7 +68,7 @@ interface Thread {
 }
 
 interface Waiting {
-  resolve: (findings: ImageFindings) => void;
+  resolve: (probabilities: ImageProbabilities) => void;
   reject: (error: Error) => void;
   timer: NodeJS.Timeout;
 }
@@ -89,9 +82,7 @@ class ImageClassifier {
   private nextId = 1;
   private readonly waiting = new Map<number, Waiting>();
 
-  constructor(private readonly cutoffs: SexualCutoffs) {}
-
-  async classify(bytes: Uint8Array): Promise<ImageFindings> {
+  async classify(bytes: Uint8Array): Promise<ImageProbabilities> {
     this.thread ??= this.start();
     const thread = this.thread;
     await thread.ready;
@@ -100,7 +91,7 @@ class ImageClassifier {
     const id = this.nextId++;
     // A copy the thread owns: `bytes` may be a slice of a pooled buffer the caller goes on using.
     const data = new Uint8Array(bytes);
-    return new Promise<ImageFindings>((resolve, reject) => {
+    return new Promise<ImageProbabilities>((resolve, reject) => {
       const timer = setTimeout(() => {
         // A thread that overran is stuck: ended, with every call on it.
         this.fail(thread.worker, `no answer within ${IMAGE_TIMEOUT_MS} ms`);
@@ -135,10 +126,7 @@ class ImageClassifier {
       this.waiting.delete(message.id);
       clearTimeout(waiting.timer);
       if (message.ok) {
-        waiting.resolve({
-          sexual: sexualSeverity(message.probabilities, this.cutoffs),
-          probabilities: message.probabilities,
-        });
+        waiting.resolve(message.probabilities);
       } else {
         const what = message.reason === 'decode' ? 'the image could not be decoded' : 'the model failed';
         waiting.reject(new ClassifierUnavailable(IMAGE_CLASSIFIER, `${what}: ${message.message}`));

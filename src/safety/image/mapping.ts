@@ -23,7 +23,10 @@ export const IMAGE_CLASSES = ['Drawing', 'Hentai', 'Neutral', 'Porn', 'Sexy'] as
 export type ImageClass = (typeof IMAGE_CLASSES)[number];
 export type ImageProbabilities = Readonly<Record<ImageClass, number>>;
 
-/** The probability cut-offs of each severity (see above). */
+/**
+ * The probability cut-offs of each severity (see above): the defaults, or the operator's
+ * `safety.image` (README, "Image outputs"), read once at start (config/safety.ts).
+ */
 export interface SexualCutoffs {
   /** Explicit probability at or above which the image is `low`. */
   low: number;
@@ -46,18 +49,4 @@ export function sexualSeverity(p: ImageProbabilities, cutoffs: SexualCutoffs = D
   if (explicit >= cutoffs.medium) return 'medium';
   if (explicit >= cutoffs.low || explicit + p.Sexy >= cutoffs.suggestive) return 'low';
   return 'safe';
-}
-
-/**
- * Cut-offs from `low,suggestive,medium,high` (the test-only variable GANTRY_TEST_IMAGE_CUTOFFS, read once
- * at start: the flagged path cannot be tested end to end without an explicit image, which the repository
- * does not hold). Anything malformed is refused rather than silently ignored.
- */
-export function parseCutoffs(text: string): SexualCutoffs {
-  const values = text.split(',').map((v) => Number(v.trim()));
-  if (values.length !== 4 || values.some((v) => !Number.isFinite(v) || v < 0 || v > 1)) {
-    throw new Error('GANTRY_TEST_IMAGE_CUTOFFS: four probabilities low,suggestive,medium,high');
-  }
-  const [low, suggestive, medium, high] = values as [number, number, number, number];
-  return { low, suggestive, medium, high };
 }

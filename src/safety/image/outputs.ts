@@ -7,6 +7,7 @@ import { ClassifierUnavailable, type Findings, mergeFindings } from '../classifi
 import type { SafetyCheck } from '../engine.js';
 import type { SafetyPolicy } from '../policy.js';
 import { classifyImage } from './index.js';
+import type { SexualCutoffs } from './mapping.js';
 
 export interface ImageOutput {
   /** The stored file's name, e.g. `output_0.png`. */
@@ -31,11 +32,13 @@ export interface ImageOutputCheck {
 /**
  * Classifies each image (one at a time: the classifier thread takes one at a time anyway). An image the
  * classifier cannot read or judge gets an error result and does not block (the check fails open, as the
- * built-in text classifier does); results never hold anything of the image itself.
+ * built-in text classifier does); results never hold anything of the image itself. `cutoffs`: the
+ * config's `safety.image`.
  */
 export async function checkImageOutputs(
   policy: SafetyPolicy,
   images: readonly ImageOutput[],
+  cutoffs?: Readonly<SexualCutoffs>,
 ): Promise<ImageOutputCheck> {
   const files: ImageOutputResults['files'] = [];
   const found: Findings[] = [];
@@ -43,7 +46,7 @@ export async function checkImageOutputs(
   for (const image of images) {
     let findings: Findings;
     try {
-      const classified = await classifyImage(image.data, image.contentType);
+      const classified = await classifyImage(image.data, image.contentType, cutoffs);
       if (!classified) continue;
       findings = { harm: { sexual: classified.sexual }, detected: {} };
     } catch (error) {
