@@ -13,6 +13,9 @@ import { offlineClassifier } from '../../src/safety/offline/index.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 
+/** The violent test phrase is a credible threat: medium or high, over the default threshold either way. */
+const AT_LEAST_MEDIUM = expect.stringMatching(/^(medium|high)$/);
+
 const VIOLENT = 'I am going to kill you, I know where you live and I have a gun';
 const CLEAN = 'Have a lovely day';
 
@@ -238,7 +241,7 @@ describe('safeChatStream', () => {
     const r = await run('annotate', [role(), ...words(`${CLEAN}. ${VIOLENT}.`), finish()], { window: 1000 });
     const [annotation] = annotationsOf(r.out);
     expect(annotation?.choices[0]?.content_filter_results).toMatchObject({
-      violence: { filtered: false, severity: 'medium' },
+      violence: { filtered: false, severity: AT_LEAST_MEDIUM },
     });
   });
 
@@ -339,7 +342,7 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
     expect(r.raw).toContain('kill');
     const [annotation] = annotationsOf(r.out);
     expect(annotation?.choices[0]?.content_filter_results).toMatchObject({
-      violence: { filtered: false, severity: 'medium' },
+      violence: { filtered: false, severity: AT_LEAST_MEDIUM },
     });
     // The window covers the reasoning and the content together.
     expect(annotation?.choices[0]?.content_filter_offsets).toEqual({

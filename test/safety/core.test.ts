@@ -24,7 +24,7 @@ import { PRESET_POLICIES, resolvePolicy, type SafetyPolicy } from '../../src/saf
 import { chatPromptParts, responsesPromptParts } from '../../src/safety/prompt-text.js';
 import { maskText } from '../../src/safety/redact.js';
 import { buildClassifiers } from '../../src/safety/registry.js';
-import { TextWindows } from '../../src/safety/window.js';
+import { MAX_WINDOW, TextWindows } from '../../src/safety/window.js';
 
 const annotate = PRESET_POLICIES.annotate as SafetyPolicy;
 const block = PRESET_POLICIES.block as SafetyPolicy;
@@ -277,20 +277,34 @@ describe('maskText', () => {
 });
 
 describe('TextWindows', () => {
-  it('a window is due at its size; each carries its offsets and the tail of the text before it', () => {
+  it('a window is due past its size at the end of a sentence; each carries its offsets and the tail before it', () => {
     const w = new TextWindows(10);
     expect(w.add('hello ')).toBe(false);
-    expect(w.add('world!')).toBe(true);
-    expect(w.take()).toEqual({ text: 'hello world!', start: 0, end: 12 });
-    expect(w.add('x'.repeat(70))).toBe(true);
+    // Past the size but mid-sentence: not yet (a threat is not judged, nor released, by halves).
+    expect(w.add('world, and')).toBe(false);
+    expect(w.add(' more.')).toBe(true);
+    expect(w.take()).toEqual({ text: 'hello world, and more.', start: 0, end: 22 });
+    expect(w.add(`${'x'.repeat(70)}!\n`)).toBe(true);
     const second = w.take();
-    expect(second.start).toBe(12);
-    expect(second.end).toBe(82);
-    expect(second.text).toBe(`hello world!${'x'.repeat(70)}`);
+    expect(second.start).toBe(22);
+    expect(second.end).toBe(94);
+    expect(second.text).toBe(`hello world, and more.${'x'.repeat(70)}!\n`);
     w.add('end');
     const last = w.take();
-    expect(last.text).toBe(`${'x'.repeat(64)}end`);
-    expect(w.checkedUpTo).toBe(85);
+    expect(last.text).toBe(`${'x'.repeat(62)}!\nend`);
+    expect(w.checkedUpTo).toBe(97);
+  });
+
+  it('a sentence that does not end is cut at MAX_WINDOW characters', () => {
+    const w = new TextWindows(10);
+    let due = false;
+    let added = 0;
+    while (!due) {
+      due = w.add('word ');
+      added += 5;
+    }
+    expect(added).toBe(MAX_WINDOW);
+    expect(w.take().end).toBe(MAX_WINDOW);
   });
 });
 
