@@ -236,8 +236,8 @@ async function run(events: SseEvent[], s: StreamSafety): Promise<{ out: SseEvent
   return { out, parsed };
 }
 
-function completionOf(last: JsonObject | undefined): JsonObject {
-  const filters = (last?.response as JsonObject).content_filters as JsonObject[];
+function completionOf(last: JsonObject): JsonObject {
+  const filters = (last.response as JsonObject).content_filters as JsonObject[];
   return filters[1] as JsonObject;
 }
 
