@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../../src/errors.js';
 import { Metrics } from '../../src/metrics.js';
+import { chatStreamToResponseEvents } from '../../src/responses/bridge.js';
 import { ClassifierUnavailable, type TextClassifier } from '../../src/safety/classifier.js';
 import { type ActiveSafety, type FailurePolicy, newSafetyOutcome } from '../../src/safety/engine.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
@@ -16,13 +17,14 @@ import { PRESET_POLICIES } from '../../src/safety/policy.js';
 import { contentFilterEntry } from '../../src/safety/responses.js';
 import { type StreamSafety, safeResponseEvents } from '../../src/safety/responses-stream.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
-import { iterate } from '../responses/fixtures.js';
+import { chatChunks, iterate, meta } from '../responses/fixtures.js';
 
 const VIOLENT = 'I am going to kill you, I know where you live and I have a gun';
 const CLEAN = 'Have a lovely day';
 
 const EVENT_SCHEMAS: Record<string, string> = {
   'response.created': 'ResponseCreatedEvent',
+  'response.in_progress': 'ResponseInProgressEvent',
   'response.output_item.added': 'ResponseOutputItemAddedEvent',
   'response.content_part.added': 'ResponseContentPartAddedEvent',
   'response.content_part.done': 'ResponseContentPartDoneEvent',
@@ -261,6 +263,32 @@ describe('block: every completion text is checked before it goes out', () => {
     expect(completionOf(last).blocked).toBe(true);
     expect(s.aborted()).toBe(1);
     expect(parsed.map((e) => e.sequence_number)).toEqual(parsed.map((_, i) => i));
+  });
+
+  it('bridged: chat reasoning_content (response.reasoning_text deltas) is checked too', async () => {
+    const [first, ...rest] = chatChunks([CLEAN]);
+    const reasoning = pieces(VIOLENT).map((piece) => ({
+      data: JSON.stringify({
+        id: 'c',
+        object: 'chat.completion.chunk',
+        created: 1,
+        model: 'm',
+        choices: [{ index: 0, delta: { reasoning_content: piece }, finish_reason: null }],
+      }),
+    }));
+    const bridged: SseEvent[] = [];
+    for await (const e of chatStreamToResponseEvents(
+      iterate([first as SseEvent, ...reasoning, ...rest]),
+      meta(),
+      () => {},
+    )) {
+      bridged.push(e);
+    }
+    expect(bridged.some((e) => e.event === 'response.reasoning_text.delta')).toBe(true);
+    const s = safetyOf('block');
+    const { out, parsed } = await run(bridged, s);
+    expect(out.map((e) => e.data).join('\n')).not.toContain('kill');
+    expect((parsed.at(-1) as JsonObject).type).toBe('response.incomplete');
   });
 
   it('clean refusal and reasoning pass whole, the results say clean and cover all of it', async () => {
