@@ -85,8 +85,13 @@ export async function* safeResponseEvents(
   const blocking = s.active.policy.mode === 'block';
   const windows = new TextWindows(s.windowChars);
   const checks: SafetyCheck[] = [];
-  /** The text seen so far at each place (`<output_index>:<place in the item>`), deltas and done events. */
+  /**
+   * The text seen so far at each place (`<output_index>:<place in the item>`), from deltas and done
+   * events. block keeps the text, to check a done text whole when it differs from what the deltas said;
+   * annotate (nothing held back, the text already out) keeps only how long it is.
+   */
   const seen = new Map<string, string>();
+  const seenLength = new Map<string, number>();
   /** Events waiting for their window's check (block mode). */
   let held: JsonObject[] = [];
   /** The Response as created (its settings), for the incomplete Response of a blocked stream. */
@@ -95,9 +100,15 @@ export async function* safeResponseEvents(
   const released = new Map<number, JsonObject>();
   let sequence = 0;
 
-  /** The part of a whole text no delta or earlier event carried (all of it when it differs). */
+  /** The part of a whole text no delta or earlier event carried (block: all of it when it differs). */
   const unseen = (place: string, text: unknown): string => {
     if (typeof text !== 'string') return '';
+    if (!blocking) {
+      const length = seenLength.get(place) ?? 0;
+      if (text.length <= length) return '';
+      seenLength.set(place, text.length);
+      return text.slice(length);
+    }
     const before = seen.get(place) ?? '';
     if (text === before || before.startsWith(text)) return '';
     seen.set(place, text);
@@ -110,7 +121,8 @@ export async function* safeResponseEvents(
     if (delta !== undefined) {
       if (typeof event.delta !== 'string') return '';
       const place = `${index}:${delta(event)}`;
-      seen.set(place, (seen.get(place) ?? '') + event.delta);
+      if (blocking) seen.set(place, (seen.get(place) ?? '') + event.delta);
+      else seenLength.set(place, (seenLength.get(place) ?? 0) + event.delta.length);
       return event.delta;
     }
     const done = DONE_TEXTS[type];
