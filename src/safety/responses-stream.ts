@@ -248,12 +248,6 @@ export async function* safeResponseEvents(
     }
     held = [];
   }
-  if (!blocking) {
-    // A cut stream (no terminal event): its checks still count, and none is left unhandled.
-    if (windows.waiting > 0) startCheck();
-    await Promise.all(running);
-    return;
-  }
   // The upstream ended with text still unchecked and no terminal event after it (a cut stream): what
   // passes its check is released; the stream's end is reported where it is relayed.
   if (held.length > 0) {
