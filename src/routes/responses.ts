@@ -7,6 +7,7 @@ import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { type ErrorId, GantryError, inferenceEnvelope } from '../errors.js';
+import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
 import { isResponsesPreamble, isRoleOnlyChunk } from '../inference/preamble.js';
@@ -27,6 +28,7 @@ import {
   validateResponsesRequest,
 } from '../responses/bridge.js';
 import { type ActiveSafety, activeSafety, newSafetyOutcome } from '../safety/engine.js';
+import { redactorFor } from '../safety/redact.js';
 import {
   type ContentFilterEntry,
   checkResponseObject,
@@ -79,15 +81,22 @@ export async function createResponse(
     : bridge(gantry, model, req, request, reply, active);
 }
 
-/** The request's safety context, and its input with personal data masked where the policy redacts. */
-async function safetyFor(
+/**
+ * The request's safety context, and its input with personal data masked where the policy redacts (by
+ * the offline classifier, in process: the original reaches no other classifier).
+ */
+function safetyFor(
   gantry: Gantry,
   active: ActiveSafety | undefined,
   req: JsonObject,
-): Promise<{ s: ResponsesSafety | undefined; req: JsonObject }> {
+  reply: InferenceReply,
+): { s: ResponsesSafety | undefined; req: JsonObject } {
   if (active === undefined) return { s: undefined, req };
   const s: ResponsesSafety = { active, outcome: newSafetyOutcome(), metrics: gantry.services.metrics };
-  return { s, req: await redactResponsesRequest(s, req) };
+  // A remote check ends when the client leaves; the offline classifier never waits.
+  if (active.classifier.name !== 'offline') s.signal = clientGoneSignal(reply);
+  const redactor = redactorFor(gantry.safety, active.policy);
+  return { s, req: redactor === undefined ? req : redactResponsesRequest(s, req, redactor) };
 }
 
 async function passThrough(
@@ -98,7 +107,7 @@ async function passThrough(
   reply: InferenceReply,
   active: ActiveSafety | undefined,
 ): Promise<InferenceAnswer> {
-  const { s, req } = await safetyFor(gantry, active, asked);
+  const { s, req } = safetyFor(gantry, active, asked, reply);
   const requested = req.model as string;
   const body = applyDefaults(req, responsesDefaults(model.entry.defaults));
   const ticket = await openTicket(gantry, request, reply, {
@@ -185,7 +194,7 @@ async function bridge(
 ): Promise<JsonObject | undefined> {
   validateResponsesRequest(asked);
   // Masked before the conversation is built: neither the upstream nor the stored history sees the original.
-  const { s, req } = await safetyFor(gantry, active, asked);
+  const { s, req } = safetyFor(gantry, active, asked, reply);
   const account = principalOf(request).account;
   let previous: ChatMessage[] = [];
   if (typeof req.previous_response_id === 'string') {

@@ -1,26 +1,37 @@
 /**
  * The safety layer on a Responses event stream (README, "Safety" → "Responses"), whether the events come
  * from a chat upstream through the bridge (responses/stream.ts) or from an upstream that speaks the
- * Responses API. The completion text (output_text and function_call_arguments deltas) is checked in
- * windows (window.ts). Azure documents no event that carries content filter results in a Responses
- * stream, so the results reach the client as `content_filters` on the Response of the terminal event
- * (response.completed / response.incomplete), the same shape as a JSON answer (responses.ts).
+ * Responses API. All completion text is checked in windows (window.ts): the deltas of output_text,
+ * refusal, reasoning_text, reasoning_summary_text and function_call_arguments, and any text that arrives
+ * only in a done event (output_text.done, refusal.done, function_call_arguments.done, content_part.done,
+ * output_item.done, …) or in the terminal Response's output without a delta having carried it. Azure
+ * documents no event that carries content filter results in a Responses stream, so the results reach the
+ * client as `content_filters` on the Response of the terminal event (response.completed /
+ * response.incomplete), the same shape as a JSON answer (responses.ts).
  *
- * annotate: every event goes out as it comes; windows are checked beside the stream, and the terminal
- * event waits for their results.
- * block: from the first unchecked delta on, events wait until their window is checked; a flagged window
+ * annotate: every event goes out as it came (its bytes untouched); only the events that carry text are
+ * parsed, and windows are checked beside the stream. The terminal event waits for their results and is
+ * the one event written anew. A check that cannot run is reported as the error result in
+ * `content_filters`, whatever the classifier's on_failure: the text already went out.
+ * block: from the first unchecked text on, events wait until their window is checked; a flagged window
  * is dropped with everything held behind it, the upstream call is aborted, and the stream ends with
- * `response.incomplete` (content_filter) holding only what was released. Sequence numbers are counted
- * here, so they stay consecutive whatever is held or dropped.
+ * `response.incomplete` (content_filter) holding only what was released. A check that cannot run under a
+ * policy that fails closed ends the stream with an error event, releasing nothing unchecked. Sequence
+ * numbers are counted here, so they stay consecutive whatever is held or dropped.
  */
 import type { JsonObject, SseEvent } from '../../providers/types.js';
-import type { SafetyCheck } from './engine.js';
+import { GantryError } from '../errors.js';
+import { unavailableResults } from './azure.js';
+import { ClassifierUnavailable } from './classifier.js';
+import { recordCheck, type SafetyCheck } from './engine.js';
 import {
   blockResponse,
   type ContentFilterEntry,
   checkCompletionText,
   combineChecks,
   contentFilterEntry,
+  itemTexts,
+  partText,
   type ResponsesSafety,
 } from './responses.js';
 import { TextWindows } from './window.js';
@@ -36,15 +47,36 @@ export interface StreamSafety extends ResponsesSafety {
   abort: () => void;
 }
 
-const DELTAS: ReadonlySet<string> = new Set([
-  'response.output_text.delta',
-  'response.function_call_arguments.delta',
-]);
+/** Delta events whose text is completion text, and where in an output item the text goes. */
+const DELTAS: Readonly<Record<string, (e: JsonObject) => string>> = {
+  'response.output_text.delta': (e) => `c${num(e.content_index)}`,
+  'response.refusal.delta': (e) => `c${num(e.content_index)}`,
+  'response.reasoning_text.delta': (e) => `c${num(e.content_index)}`,
+  'response.reasoning_summary_text.delta': (e) => `s${num(e.summary_index)}`,
+  'response.function_call_arguments.delta': () => 'a',
+};
+
+/** Done events that repeat (or bring for the first time) a whole text, and where it goes. */
+const DONE_TEXTS: Readonly<Record<string, (e: JsonObject) => Array<{ at: string; text: string }>>> = {
+  'response.output_text.done': (e) => one(`c${num(e.content_index)}`, e.text),
+  'response.refusal.done': (e) => one(`c${num(e.content_index)}`, e.refusal),
+  'response.reasoning_text.done': (e) => one(`c${num(e.content_index)}`, e.text),
+  'response.reasoning_summary_text.done': (e) => one(`s${num(e.summary_index)}`, e.text),
+  'response.function_call_arguments.done': (e) => one('a', e.arguments),
+  'response.content_part.done': (e) => one(`c${num(e.content_index)}`, partText(e.part)),
+  'response.reasoning_summary_part.done': (e) =>
+    one(`s${num(e.summary_index)}`, isObject(e.part) ? e.part.text : undefined),
+  'response.output_item.done': (e) => itemTexts(e.item),
+};
+
 const TERMINAL: ReadonlySet<string> = new Set([
   'response.completed',
   'response.incomplete',
   'response.failed',
 ]);
+
+/** Events an annotated stream has to read; all others pass as they came without being parsed. */
+const READ: ReadonlySet<string> = new Set([...Object.keys(DELTAS), ...Object.keys(DONE_TEXTS), ...TERMINAL]);
 
 export async function* safeResponseEvents(
   events: AsyncIterable<SseEvent>,
@@ -53,14 +85,57 @@ export async function* safeResponseEvents(
   const blocking = s.active.policy.mode === 'block';
   const windows = new TextWindows(s.windowChars);
   const checks: SafetyCheck[] = [];
+  /**
+   * The text seen so far at each place (`<output_index>:<place in the item>`), from deltas and done
+   * events. block keeps the text, to check a done text whole when it differs from what the deltas said;
+   * annotate (nothing held back, the text already out) keeps only how long it is.
+   */
+  const seen = new Map<string, string>();
+  const seenLength = new Map<string, number>();
   /** Events waiting for their window's check (block mode). */
   let held: JsonObject[] = [];
   /** The Response as created (its settings), for the incomplete Response of a blocked stream. */
   let snapshot: JsonObject | undefined;
-  /** Output items as the client has them so far, by output_index. */
+  /** Output items as the client has them so far, by output_index (block mode). */
   const released = new Map<number, JsonObject>();
   let sequence = 0;
-  let total = 0;
+
+  /** The part of a whole text no delta or earlier event carried (block: all of it when it differs). */
+  const unseen = (place: string, text: unknown): string => {
+    if (typeof text !== 'string') return '';
+    if (!blocking) {
+      const length = seenLength.get(place) ?? 0;
+      if (text.length <= length) return '';
+      seenLength.set(place, text.length);
+      return text.slice(length);
+    }
+    const before = seen.get(place) ?? '';
+    if (text === before || before.startsWith(text)) return '';
+    seen.set(place, text);
+    return text.startsWith(before) ? text.slice(before.length) : text;
+  };
+  /** The completion text an event adds (its delta, or what its done texts bring unseen). */
+  const textOf = (type: string, event: JsonObject): string => {
+    const index = num(event.output_index);
+    const delta = DELTAS[type];
+    if (delta !== undefined) {
+      if (typeof event.delta !== 'string') return '';
+      const place = `${index}:${delta(event)}`;
+      if (blocking) seen.set(place, (seen.get(place) ?? '') + event.delta);
+      else seenLength.set(place, (seenLength.get(place) ?? 0) + event.delta.length);
+      return event.delta;
+    }
+    const done = DONE_TEXTS[type];
+    let text = '';
+    if (done !== undefined) {
+      for (const t of done(event)) text += unseen(`${index}:${t.at}`, t.text);
+    } else if (TERMINAL.has(type) && isObject(event.response) && Array.isArray(event.response.output)) {
+      event.response.output.forEach((item: unknown, i) => {
+        for (const t of itemTexts(item)) text += unseen(`${i}:${t.at}`, t.text);
+      });
+    }
+    return text;
+  };
 
   const checkWindow = async (): Promise<SafetyCheck> => {
     const window = windows.take();
@@ -72,7 +147,7 @@ export async function* safeResponseEvents(
   /** annotate: checks run beside the stream (a remote classifier's latency delays no event). */
   const running: Promise<SafetyCheck>[] = [];
   const startCheck = (): void => {
-    const check = checkCompletionText(s, windows.take().text);
+    const check = annotatedCheck(s, windows.take().text);
     // Awaited at the terminal event; until then a failure must not count as unhandled.
     check.catch(() => {});
     running.push(check);
@@ -81,7 +156,13 @@ export async function* safeResponseEvents(
   const completionEntry = async (): Promise<ContentFilterEntry> => {
     if (checks.length === 0) await checkWindow();
     const check = combineChecks(s.active, checks);
-    return contentFilterEntry('completion', check, total);
+    // check_offset: the text up to there has been fully checked (never more than what arrived).
+    return contentFilterEntry(
+      'completion',
+      check,
+      windows.checkedUpTo + windows.waiting,
+      windows.checkedUpTo,
+    );
   };
 
   const out = (event: JsonObject, name: string | undefined): SseEvent => {
@@ -99,6 +180,10 @@ export async function* safeResponseEvents(
   };
 
   for await (const raw of events) {
+    if (!blocking && raw.event !== undefined && !READ.has(raw.event)) {
+      yield raw;
+      continue;
+    }
     const event = parse(raw);
     if (event === undefined) {
       // Not a JSON event (the upstream's problem, reported where it is relayed): passed on untouched.
@@ -106,37 +191,48 @@ export async function* safeResponseEvents(
       continue;
     }
     const type = typeof event.type === 'string' ? event.type : '';
+    const text = textOf(type, event);
+
+    if (!blocking) {
+      if (text !== '' && windows.add(text)) startCheck();
+      if (!TERMINAL.has(type)) {
+        yield raw;
+        continue;
+      }
+      // An empty completion is checked too: its entry reports a check, not nothing.
+      if (windows.waiting > 0 || (running.length === 0 && checks.length === 0)) startCheck();
+      checks.push(...(await Promise.all(running)));
+      running.length = 0;
+      await finish(event);
+      yield { ...(raw.event === undefined ? {} : { event: raw.event }), data: JSON.stringify(event) };
+      continue;
+    }
+
     if (type === 'response.created' || type === 'response.in_progress') {
       if (isObject(event.response)) snapshot = event.response;
     }
-    const delta = DELTAS.has(type) && typeof event.delta === 'string' ? event.delta : undefined;
-    if (delta !== undefined) total += delta.length;
-
-    if (!blocking) {
-      if (TERMINAL.has(type)) {
-        if (windows.waiting > 0) startCheck();
-        checks.push(...(await Promise.all(running)));
-        running.length = 0;
-        await finish(event);
+    if (DELTAS[type] !== undefined) {
+      if (text === '') {
+        if (held.length === 0) {
+          yield out(event, raw.event);
+          continue;
+        }
+        held.push(event);
+        continue;
+      }
+      held.push(event);
+      // A window is checked once it is full; the rest waits for more text or for the next other event.
+      if (!windows.add(text)) continue;
+    } else {
+      // Text only this event carries is checked before the event goes out.
+      if (text !== '') windows.add(text);
+      if (held.length === 0 && windows.waiting === 0) {
+        if (TERMINAL.has(type)) await finish(event);
         yield out(event, raw.event);
         continue;
       }
-      yield out(event, raw.event);
-      if (delta !== undefined && windows.add(delta)) startCheck();
-      continue;
-    }
-
-    if (delta !== undefined) {
-      held.push(event);
-      // A window is checked once it is full; the rest waits for more text or for the next other event.
-      if (!windows.add(delta)) continue;
-    } else if (held.length > 0) {
       // Whatever follows unchecked text (its done events repeat it whole) waits for its check.
       held.push(event);
-    } else {
-      if (TERMINAL.has(type)) await finish(event);
-      yield out(event, raw.event);
-      continue;
     }
     const check = windows.waiting > 0 ? await checkWindow() : undefined;
     if (check?.blocked) {
@@ -177,6 +273,29 @@ export async function* safeResponseEvents(
 }
 
 /**
+ * An annotated stream's window check. The text already went out, so a classifier that cannot run gives
+ * the error result (reported in `content_filters`) instead of failing a stream that was answered.
+ */
+async function annotatedCheck(s: StreamSafety, text: string): Promise<SafetyCheck> {
+  const started = performance.now();
+  try {
+    return await checkCompletionText(s, text);
+  } catch (err) {
+    const cause = err instanceof GantryError ? err.cause : err;
+    if (!(cause instanceof ClassifierUnavailable)) throw err;
+    const check: SafetyCheck = {
+      results: unavailableResults(cause.message),
+      flagged: [],
+      blocked: false,
+      findings: undefined,
+    };
+    const seconds = (performance.now() - started) / 1000;
+    recordCheck(s.metrics, s.outcome, 'responses', 'completion', s.active.classifier.name, check, seconds);
+    return check;
+  }
+}
+
+/**
  * The done events of the items still open when a blocked stream stops, as OpenAI closes the items of an
  * incomplete Response: each ends `incomplete` with the text the client was given.
  */
@@ -187,9 +306,15 @@ function closeOpenItems(released: ReadonlyMap<number, JsonObject>): JsonObject[]
     const at = { item_id: item.id, output_index: index };
     if (item.type === 'message' && Array.isArray(item.content)) {
       item.content.forEach((part: unknown, contentIndex) => {
-        if (!isObject(part) || part.type !== 'output_text') return;
+        if (!isObject(part)) return;
         const where = { ...at, content_index: contentIndex };
-        events.push({ type: 'response.output_text.done', ...where, text: part.text, logprobs: [] });
+        if (part.type === 'output_text') {
+          events.push({ type: 'response.output_text.done', ...where, text: part.text, logprobs: [] });
+        } else if (part.type === 'refusal') {
+          events.push({ type: 'response.refusal.done', ...where, refusal: part.refusal });
+        } else {
+          return;
+        }
         events.push({ type: 'response.content_part.done', ...where, part });
       });
     } else if (item.type === 'function_call') {
@@ -225,10 +350,28 @@ function track(event: JsonObject, released: Map<number, JsonObject>): void {
       }
       return;
     }
-    case 'response.output_text.delta': {
+    case 'response.output_text.delta':
+    case 'response.reasoning_text.delta':
+    case 'response.refusal.delta': {
       const item = released.get(index);
       const part =
         item && Array.isArray(item.content) ? item.content[Number(event.content_index ?? 0)] : undefined;
+      if (!isObject(part)) return;
+      if (part.type === 'refusal' && typeof part.refusal === 'string') part.refusal += String(event.delta);
+      else if (typeof part.text === 'string') part.text += String(event.delta);
+      return;
+    }
+    case 'response.reasoning_summary_part.added': {
+      const item = released.get(index);
+      if (item && Array.isArray(item.summary) && isObject(event.part)) {
+        item.summary[Number(event.summary_index ?? 0)] = structuredClone(event.part);
+      }
+      return;
+    }
+    case 'response.reasoning_summary_text.delta': {
+      const item = released.get(index);
+      const part =
+        item && Array.isArray(item.summary) ? item.summary[Number(event.summary_index ?? 0)] : undefined;
       if (isObject(part) && typeof part.text === 'string') part.text += String(event.delta);
       return;
     }
@@ -240,6 +383,14 @@ function track(event: JsonObject, released: Map<number, JsonObject>): void {
     default:
       return;
   }
+}
+
+function num(value: unknown): number {
+  return typeof value === 'number' ? value : 0;
+}
+
+function one(at: string, text: unknown): Array<{ at: string; text: string }> {
+  return typeof text === 'string' ? [{ at, text }] : [];
 }
 
 function parse(event: SseEvent): JsonObject | undefined {

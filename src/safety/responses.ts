@@ -4,16 +4,15 @@
  * object as `content_filters`: a list of entries, one per source (`prompt`, then `completion`), each
  * `{blocked, source_type, content_filter_raw, content_filter_results, content_filter_offsets}` where the
  * results are the shapes of azure.ts and the offsets say which characters the check covered
- * (`start_offset`, `end_offset`, and `check_offset` where checking began). A blocked completion ends the
+ * (`start_offset`, `end_offset`, and `check_offset`: the position up to which the text has been fully
+ * checked, which never decreases). A blocked completion ends the
  * Response `incomplete` with `incomplete_details.reason: "content_filter"`, its text removed.
  * Streams are in responses-stream.ts.
  */
 import type { JsonObject } from '../../providers/types.js';
-import { GantryError } from '../errors.js';
 import type { Metrics } from '../metrics.js';
 import { type ContentFilterResults, evaluate } from './azure.js';
-import type { PiiKind } from './categories.js';
-import { ClassifierUnavailable, type Findings, mergeFindings, type TextSource } from './classifier.js';
+import { type Findings, mergeFindings } from './classifier.js';
 import {
   type ActiveSafety,
   blockedPromptError,
@@ -23,9 +22,8 @@ import {
   type SafetyCheck,
   type SafetyOutcome,
 } from './engine.js';
-import type { SafetyPolicy } from './policy.js';
 import { responsesPromptParts } from './prompt-text.js';
-import { maskText } from './redact.js';
+import type { Redactor } from './redact.js';
 
 /** One entry of Azure's `content_filters` on a Response. */
 export interface ContentFilterEntry {
@@ -41,13 +39,15 @@ export interface ResponsesSafety {
   active: ActiveSafety;
   outcome: SafetyOutcome;
   metrics: Metrics;
+  /** Ends a remote check when the client leaves (undefined with the offline classifier, which never waits). */
+  signal?: AbortSignal;
 }
 
 export function contentFilterEntry(
   source: 'prompt' | 'completion',
   check: SafetyCheck,
   length: number,
-  checkOffset = 0,
+  checkOffset = length,
 ): ContentFilterEntry {
   return {
     blocked: check.blocked,
@@ -58,95 +58,46 @@ export function contentFilterEntry(
   };
 }
 
-/** The kinds `redact` masks, as a set made once per policy (policies are built at start and kept). */
-const redactKinds = new WeakMap<SafetyPolicy, ReadonlySet<PiiKind>>();
-function kindsOf(policy: SafetyPolicy): ReadonlySet<PiiKind> {
-  let kinds = redactKinds.get(policy);
-  if (kinds === undefined) {
-    kinds = new Set(policy.redact);
-    redactKinds.set(policy, kinds);
-  }
-  return kinds;
-}
-
 /**
- * The request with personal data masked in `instructions` and every text of `input` (message texts and
- * function_call_output), so neither the upstream nor the stored conversation ever holds the original.
- * The request itself is left as it was. Unchanged (the same object) when the policy redacts nothing.
+ * The request with personal data masked in `instructions`, a string `input`, the message items of every
+ * role but the model's own (assistant) and every function_call_output, so neither the upstream, a
+ * classifier nor the stored conversation ever holds the original. The spans come from the offline
+ * classifier through `redactor` (redact.ts), whatever classifier the policy names. The request itself is
+ * left as it was; the count of masked pieces goes to the outcome.
  */
-export async function redactResponsesRequest(s: ResponsesSafety, req: JsonObject): Promise<JsonObject> {
-  const { policy } = s.active;
-  if (policy.redact.length === 0) return req;
-  const kinds = kindsOf(policy);
-  const mask = async (text: string, source: Extract<TextSource, 'prompt' | 'document'>): Promise<string> => {
-    if (text === '') return text;
-    const findings = await classifyForRedaction(s.active, text, source);
-    if (findings?.pii === undefined) return text;
-    const masked = maskText(text, findings.pii, kinds);
-    s.outcome.redacted += masked.masked;
-    return masked.text;
-  };
+export function redactResponsesRequest(s: ResponsesSafety, req: JsonObject, redactor: Redactor): JsonObject {
   const out: JsonObject = { ...req };
-  if (typeof req.instructions === 'string') out.instructions = await mask(req.instructions, 'prompt');
+  if (typeof req.instructions === 'string') out.instructions = redactor.mask(req.instructions, 'prompt');
   if (typeof req.input === 'string') {
-    out.input = await mask(req.input, 'prompt');
+    out.input = redactor.mask(req.input, 'prompt');
   } else if (Array.isArray(req.input)) {
-    const items: unknown[] = [];
-    for (const item of req.input) items.push(await maskItem(item, mask));
-    out.input = items;
+    out.input = req.input.map((item: unknown) => maskItem(item, redactor));
   }
+  s.outcome.redacted += redactor.masked;
   return out;
 }
 
-type Mask = (text: string, source: Extract<TextSource, 'prompt' | 'document'>) => Promise<string>;
-
-async function maskItem(item: unknown, mask: Mask): Promise<unknown> {
+function maskItem(item: unknown, redactor: Redactor): unknown {
   if (!isObject(item)) return item;
   if (item.type === 'function_call_output') {
-    if (typeof item.output === 'string') return { ...item, output: await mask(item.output, 'document') };
-    if (Array.isArray(item.output))
-      return { ...item, output: await maskParts(item.output, mask, 'document') };
+    if (typeof item.output === 'string') return { ...item, output: redactor.mask(item.output, 'document') };
+    if (Array.isArray(item.output)) return { ...item, output: maskParts(item.output, redactor, 'document') };
     return item;
   }
   if (item.type !== undefined && item.type !== 'message') return item;
-  if (typeof item.content === 'string') return { ...item, content: await mask(item.content, 'prompt') };
-  if (Array.isArray(item.content)) return { ...item, content: await maskParts(item.content, mask, 'prompt') };
+  // The model's own turns are its words, not the user's data: left as they were.
+  if (item.role === 'assistant') return item;
+  if (typeof item.content === 'string') return { ...item, content: redactor.mask(item.content, 'prompt') };
+  if (Array.isArray(item.content)) return { ...item, content: maskParts(item.content, redactor, 'prompt') };
   return item;
 }
 
-async function maskParts(
-  parts: unknown[],
-  mask: Mask,
-  source: Extract<TextSource, 'prompt' | 'document'>,
-): Promise<unknown[]> {
-  const out: unknown[] = [];
-  for (const part of parts) {
-    if (isObject(part) && typeof part.text === 'string')
-      out.push({ ...part, text: await mask(part.text, source) });
-    else out.push(part);
-  }
-  return out;
-}
-
-/** The classifier's findings for masking; undefined when it could not run and the policy fails open. */
-async function classifyForRedaction(
-  active: ActiveSafety,
-  text: string,
-  source: TextSource,
-): Promise<Findings | undefined> {
-  try {
-    return await active.classifier.classify(text, source);
-  } catch (err) {
-    if (!(err instanceof ClassifierUnavailable)) throw err;
-    if (active.onFailure === 'closed') {
-      throw new GantryError('SERVICE_UNAVAILABLE', {
-        message: 'The safety classifier is unavailable and the policy fails closed; retry later',
-        code: 'content_filter_unavailable',
-        cause: err,
-      });
-    }
-    return undefined;
-  }
+function maskParts(parts: unknown[], redactor: Redactor, source: 'prompt' | 'document'): unknown[] {
+  return parts.map((part) =>
+    isObject(part) && typeof part.text === 'string'
+      ? { ...part, text: redactor.mask(part.text, source) }
+      : part,
+  );
 }
 
 /**
@@ -156,7 +107,10 @@ async function classifyForRedaction(
 export async function checkResponsesPrompt(s: ResponsesSafety, req: JsonObject): Promise<ContentFilterEntry> {
   const parts = responsesPromptParts(req.instructions, req.input);
   const started = performance.now();
-  const check = await checkPrompt(s.active, parts);
+  // Personal data masked before the check is no longer in the text: the results still report it found.
+  const known: Findings | undefined =
+    s.outcome.redacted > 0 ? { harm: {}, detected: { pii: true } } : undefined;
+  const check = await checkPrompt(s.active, parts, s.signal, known);
   recordCheck(
     s.metrics,
     s.outcome,
@@ -175,7 +129,7 @@ export async function checkResponsesPrompt(s: ResponsesSafety, req: JsonObject):
 /** Checks one completion text and counts it. */
 export async function checkCompletionText(s: ResponsesSafety, text: string): Promise<SafetyCheck> {
   const started = performance.now();
-  const check = await checkCompletion(s.active, text);
+  const check = await checkCompletion(s.active, text, s.signal);
   recordCheck(
     s.metrics,
     s.outcome,
@@ -201,18 +155,46 @@ export function combineChecks(active: ActiveSafety, checks: readonly SafetyCheck
   return { results, flagged, blocked: checks.some((c) => c.blocked), findings };
 }
 
-/** The completion text of Response output items: message texts and function call arguments. */
+/**
+ * The checked texts of one output item, each with its place in the item: `c<i>` a content part (a
+ * message's output_text or refusal, a reasoning item's reasoning_text), `s<i>` a reasoning summary part,
+ * `a` a function call's arguments. The stream check uses the places to find text no delta carried.
+ */
+export function itemTexts(item: unknown): Array<{ at: string; text: string }> {
+  const texts: Array<{ at: string; text: string }> = [];
+  if (!isObject(item)) return texts;
+  if (item.type === 'function_call' && typeof item.arguments === 'string') {
+    texts.push({ at: 'a', text: item.arguments });
+  }
+  if (Array.isArray(item.content)) {
+    item.content.forEach((part: unknown, i) => {
+      const text = partText(part);
+      if (text !== undefined) texts.push({ at: `c${i}`, text });
+    });
+  }
+  if (item.type === 'reasoning' && Array.isArray(item.summary)) {
+    item.summary.forEach((part: unknown, i) => {
+      if (isObject(part) && typeof part.text === 'string') texts.push({ at: `s${i}`, text: part.text });
+    });
+  }
+  return texts;
+}
+
+/** The text of a content part: output_text and reasoning_text carry `text`, a refusal `refusal`. */
+export function partText(part: unknown): string | undefined {
+  if (!isObject(part)) return undefined;
+  if ((part.type === 'output_text' || part.type === 'reasoning_text') && typeof part.text === 'string') {
+    return part.text;
+  }
+  if (part.type === 'refusal' && typeof part.refusal === 'string') return part.refusal;
+  return undefined;
+}
+
+/** The completion text of Response output items: message texts and refusals, reasoning, call arguments. */
 export function outputCompletionText(output: unknown): string {
   if (!Array.isArray(output)) return '';
   let text = '';
-  for (const item of output) {
-    if (!isObject(item)) continue;
-    if (item.type === 'function_call' && typeof item.arguments === 'string') text += item.arguments;
-    if (item.type !== 'message' || !Array.isArray(item.content)) continue;
-    for (const part of item.content) {
-      if (isObject(part) && part.type === 'output_text' && typeof part.text === 'string') text += part.text;
-    }
-  }
+  for (const item of output) for (const t of itemTexts(item)) text += t.text;
   return text;
 }
 

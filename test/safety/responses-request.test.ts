@@ -7,9 +7,11 @@ import type { JsonObject } from '../../providers/types.js';
 import { GantryError } from '../../src/errors.js';
 import { Metrics } from '../../src/metrics.js';
 import { chatCompletionToResponse } from '../../src/responses/bridge.js';
+import type { TextClassifier } from '../../src/safety/classifier.js';
 import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
+import { Redactor } from '../../src/safety/redact.js';
 import {
   checkResponseObject,
   checkResponsesPrompt,
@@ -31,6 +33,10 @@ function safety(policy: 'annotate' | 'block' | 'redact'): ResponsesSafety {
     onFailure: 'open',
   };
   return { active, outcome: newSafetyOutcome(), metrics: new Metrics() };
+}
+
+function redactorOf(s: ResponsesSafety): Redactor {
+  return new Redactor(offlineClassifier(), new Set(s.active.policy.redact));
 }
 
 describe('redactResponsesRequest', () => {
@@ -58,7 +64,7 @@ describe('redactResponsesRequest', () => {
           { role: 'assistant', content: [{ type: 'output_text', text: `said ${EMAIL}` }] },
         ],
       },
-      masked: 4,
+      masked: 3,
       expected: {
         model: 'm',
         input: [
@@ -71,7 +77,8 @@ describe('redactResponsesRequest', () => {
               { type: 'input_image', image_url: 'data:image/png;base64,AAAA' },
             ],
           },
-          { role: 'assistant', content: [{ type: 'output_text', text: 'said [EMAIL]' }] },
+          // The model's own turn is left as it was.
+          { role: 'assistant', content: [{ type: 'output_text', text: `said ${EMAIL}` }] },
         ],
       },
     },
@@ -100,15 +107,58 @@ describe('redactResponsesRequest', () => {
   it.each(cases)('$name', async ({ req, masked, expected }) => {
     const before = structuredClone(req);
     const s = safety('redact');
-    expect(await redactResponsesRequest(s, req)).toEqual(expected);
+    expect(redactResponsesRequest(s, req, redactorOf(s))).toEqual(expected);
     expect(s.outcome.redacted).toBe(masked);
     // The client's request object is left as it was.
     expect(req).toEqual(before);
   });
 
-  it('a policy that redacts nothing leaves the request as it is (the same object)', async () => {
-    const req = { model: 'm', input: EMAIL };
-    expect(await redactResponsesRequest(safety('annotate'), req)).toBe(req);
+  it('system and developer messages are masked too', () => {
+    const s = safety('redact');
+    const out = redactResponsesRequest(
+      s,
+      {
+        model: 'm',
+        input: [
+          { type: 'message', role: 'system', content: `ops: ${EMAIL}` },
+          { type: 'message', role: 'developer', content: [{ type: 'input_text', text: EMAIL }] },
+        ],
+      },
+      redactorOf(s),
+    );
+    expect(JSON.stringify(out)).not.toContain(EMAIL);
+    expect(s.outcome.redacted).toBe(2);
+  });
+
+  it('with a remote classifier named, masking still uses the offline spans: the remote never sees the original', async () => {
+    const seen: string[] = [];
+    const remote: TextClassifier = {
+      name: 'remote',
+      classify: async (text) => {
+        seen.push(text);
+        return { harm: {}, detected: {} };
+      },
+    };
+    const s = safety('redact');
+    s.active = { ...s.active, classifier: remote };
+    const req = redactResponsesRequest(
+      s,
+      { model: 'm', instructions: `Mail ${EMAIL}`, input: `I am ${EMAIL}` },
+      redactorOf(s),
+    );
+    expect(req).toMatchObject({ instructions: 'Mail [EMAIL]', input: 'I am [EMAIL]' });
+    const entry = await checkResponsesPrompt(s, req);
+    expect(seen.length).toBeGreaterThan(0);
+    expect(seen.join('\n')).not.toContain(EMAIL);
+    // The masked data is reported found, though the checked text no longer holds it.
+    expect(entry.content_filter_results).toMatchObject({ pii: { detected: true } });
+  });
+
+  it('a masked prompt reports pii detected (offline classifier)', async () => {
+    const s = safety('redact');
+    const req = redactResponsesRequest(s, { model: 'm', input: `I am ${EMAIL}` }, redactorOf(s));
+    const entry = await checkResponsesPrompt(s, req);
+    expect(entry.content_filter_results).toMatchObject({ pii: { detected: true } });
   });
 });
 
@@ -194,7 +244,8 @@ describe('checkResponseObject', () => {
     expect(entry.content_filter_offsets).toEqual({
       start_offset: 0,
       end_offset: VIOLENT.length + '{"x":1}'.length,
-      check_offset: 0,
+      // Azure's check_offset: the text up to there has been fully checked (all of it here).
+      check_offset: VIOLENT.length + '{"x":1}'.length,
     });
   });
 });

@@ -303,7 +303,7 @@ describe('safeResponseEvents', () => {
       expect(completion.content_filter_offsets).toEqual({
         start_offset: 0,
         end_offset: c.released.join('').length,
-        check_offset: 0,
+        check_offset: c.released.join('').length,
       });
     }
   });

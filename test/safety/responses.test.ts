@@ -171,7 +171,7 @@ describe.each<Kind>(['bridged', 'native'])('%s', (kind) => {
     expect(prompt?.content_filter_offsets).toEqual({
       start_offset: 0,
       end_offset: JAILBREAK.length,
-      check_offset: 0,
+      check_offset: JAILBREAK.length,
     });
     expect(completion?.source_type).toBe('completion');
     expect(completion?.blocked).toBe(false);
