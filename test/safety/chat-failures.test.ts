@@ -142,7 +142,9 @@ describe('a remote classifier failing mid-stream', () => {
   for (const model of ['f/mod-open', 'f/mod-closed']) {
     it(`annotate (${model}): the error is in the annotation and the stream finishes with [DONE]`, async () => {
       failAfterTwo();
-      openai.enqueue({ reply: LONG_CLEAN });
+      // Three sentences: three windows (they end at sentences), the last two checked after the failure.
+      const reply = `${LONG_CLEAN} ${LONG_CLEAN} ${LONG_CLEAN}`;
+      openai.enqueue({ reply });
       const res = await stream({ model, messages: user(CLEAN) });
       expect(res.status).toBe(200);
       expect(res.done).toBe(true);
@@ -151,7 +153,7 @@ describe('a remote classifier failing mid-stream', () => {
         .flatMap((c) => c.choices)
         .map((ch) => (typeof ch.delta?.content === 'string' ? ch.delta.content : ''))
         .join('');
-      expect(text).toBe(LONG_CLEAN);
+      expect(text).toBe(reply);
       const results = annotations(res.chunks).map((a) => a.content_filter_results as Json);
       expect(results[0]).toHaveProperty('violence');
       expect(results.slice(1).length).toBeGreaterThan(0);
@@ -186,7 +188,7 @@ describe('a remote classifier failing mid-stream', () => {
 
   it('block failing closed: the held text is not released, one error event', async () => {
     failAfterTwo();
-    openai.enqueue({ reply: `${LONG_CLEAN} ${LONG_CLEAN}` });
+    openai.enqueue({ reply: `${LONG_CLEAN} ${LONG_CLEAN} ${LONG_CLEAN}` });
     const res = await stream({ model: 'f/mod-block', messages: user(CLEAN) });
     expect(res.done).toBe(false);
     const events = parseSse(res.text);
@@ -197,8 +199,7 @@ describe('a remote classifier failing mid-stream', () => {
       .flatMap((c) => c.choices)
       .map((ch) => (typeof ch.delta?.content === 'string' ? ch.delta.content : ''))
       .join('');
-    expect(text.length).toBeGreaterThan(0);
-    expect(text.length).toBeLessThan(LONG_CLEAN.length);
+    expect(text).toBe(LONG_CLEAN);
   });
 });
 
@@ -223,9 +224,10 @@ describe('reasoning and refusal', () => {
   it('annotate, stream: reasoning is annotated', async () => {
     openai.enqueue({ reasoning: VIOLENT, reply: CLEAN });
     const res = await stream({ model: 'f/annotate', messages: user(CLEAN) });
-    const flagged = annotations(res.chunks).some(
-      (a) =>
-        (a.content_filter_results as { violence?: { severity: string } }).violence?.severity === 'medium',
+    const flagged = annotations(res.chunks).some((a) =>
+      ['medium', 'high'].includes(
+        (a.content_filter_results as { violence?: { severity: string } }).violence?.severity ?? '',
+      ),
     );
     expect(flagged).toBe(true);
   });

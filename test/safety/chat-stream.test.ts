@@ -160,8 +160,8 @@ describe('safeChatStream', () => {
       mode: 'block',
       window: 20,
       events: [role(), ...words(`${LONG_CLEAN} ${VIOLENT}. ${LONG_CLEAN}`), finish(), usage()],
-      // The windows of 20+ characters before the violent one pass; the one holding "kill" does not.
-      text: 'Have a lovely day, and thank you for the lovely flowers you sent last week. I am going to',
+      // Windows end at sentences: the clean sentence passes; the threat's whole sentence is withheld.
+      text: 'Have a lovely day, and thank you for the lovely flowers you sent last week.',
       finish: 'content_filter',
       aborted: true,
       flagged: true,

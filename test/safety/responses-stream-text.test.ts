@@ -317,7 +317,9 @@ describe('annotate: refusal and reasoning are checked and reported', () => {
     const { parsed } = await run(events(), s);
     const last = parsed.at(-1) as JsonObject;
     expect(last.type).toBe('response.completed');
-    expect(completionOf(last).content_filter_results).toMatchObject({ violence: { severity: 'medium' } });
+    expect(completionOf(last).content_filter_results).toMatchObject({
+      violence: { severity: expect.stringMatching(/^(medium|high)$/) },
+    });
     expect(s.outcome.flagged.has('violence')).toBe(true);
   });
 

@@ -172,7 +172,7 @@ const CASES: Case[] = [
     blocked: false,
     released: [VIOLENT],
     withheld: [],
-    violence: 'medium',
+    violence: 'high',
   },
   {
     name: 'bridged, block, clean',
@@ -190,7 +190,7 @@ const CASES: Case[] = [
     blocked: true,
     released: [`${CLEAN}. ${CLEAN}. `.slice(0, 32)],
     withheld: ['kill'],
-    violence: 'medium',
+    violence: 'high',
   },
   {
     name: 'bridged, block, violent function call arguments',
@@ -199,7 +199,7 @@ const CASES: Case[] = [
     blocked: true,
     released: [],
     withheld: ['kill'],
-    violence: 'medium',
+    violence: 'high',
   },
   {
     name: 'passed through, annotate, violent',
@@ -208,7 +208,7 @@ const CASES: Case[] = [
     blocked: false,
     released: [VIOLENT],
     withheld: [],
-    violence: 'medium',
+    violence: 'high',
   },
   {
     name: 'passed through, block, clean',
@@ -227,7 +227,7 @@ const CASES: Case[] = [
     // The first window (32 characters) passed its check; the second holds the threat.
     released: [`${CLEAN}. ${CLEAN}. `.slice(0, 32)],
     withheld: ['kill', 'gun'],
-    violence: 'medium',
+    violence: 'high',
   },
 ];
 
