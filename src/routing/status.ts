@@ -3,6 +3,12 @@ import type { Deployment } from './health.js';
 
 export type ModelStatus = 'operational' | 'degraded' | 'offline';
 
+/**
+ * A model degraded by its window's error rate or latency becomes operational again only once they are
+ * below this share of their thresholds: one call either way does not flip the status back and forth.
+ */
+const LEAVE_DEGRADED = 0.8;
+
 export interface DerivedStatus {
   status: ModelStatus;
   /** Why it is not operational; undefined when it is. */
@@ -16,12 +22,14 @@ export interface DerivedStatus {
  * model's thresholds (`routing.degraded`, judged once `breaker.min_requests` calls were seen), else
  * `operational`. A half-open deployment next to a closed one counts as available but untried: it takes
  * a trial on its next call, and a fallback that gets no traffic under `priority` would otherwise keep
- * the model degraded for good after it recovered.
+ * the model degraded for good after it recovered. `previous` (the status so far) gives the window's
+ * thresholds their hysteresis.
  */
 export function deriveStatus(
   deployments: readonly Deployment[],
   settings: RoutingSettings,
   now: number,
+  previous: ModelStatus = 'operational',
 ): DerivedStatus {
   let open = 0;
   let closed = 0;
@@ -56,14 +64,15 @@ export function deriveStatus(
     return { status: 'degraded', reason: `${open} of ${total} deployments unavailable (circuit open)` };
   }
   const { errorRate, ttfbMs } = settings.degraded;
+  const scale = previous === 'operational' ? 1 : LEAVE_DEGRADED;
   if (calls >= settings.breaker.minRequests) {
-    if (failures / calls >= errorRate) {
+    if (failures / calls >= errorRate * scale) {
       return {
         status: 'degraded',
         reason: `${Math.round((failures / calls) * 100)}% of recent calls failed`,
       };
     }
-    if (ttfbMs !== undefined && ttfbCalls > 0 && ttfbSum / ttfbCalls > ttfbMs) {
+    if (ttfbMs !== undefined && ttfbCalls > 0 && ttfbSum / ttfbCalls > ttfbMs * scale) {
       return {
         status: 'degraded',
         reason: `recent calls took ${Math.round(ttfbSum / ttfbCalls)} ms to their first byte`,

@@ -78,3 +78,34 @@ describe('derived status around half-open circuits', () => {
     expect(deriveStatus(ds, SETTINGS, 1_100).status).toBe('operational');
   });
 });
+
+describe('hysteresis of the window-based degraded status', () => {
+  const WINDOWED = buildRouting(
+    { breaker: { consecutive_failures: 1000, min_requests: 10 }, degraded: { error_rate: 0.25 } },
+    undefined,
+  );
+
+  /** One deployment whose window holds `calls` calls, `failures` of them failed. */
+  function withCalls(calls: number, failures: number): Deployment {
+    const d = new Deployment({ provider: 'p', model: 'm' }, 0, WINDOWED, {
+      onChange: () => {},
+      ttfb: { observe: () => {} },
+    });
+    for (let i = 0; i < calls; i++) {
+      const permit = d.begin(0);
+      if (i >= calls - failures) d.failed(permit, 0);
+      else d.succeeded(permit, 0, 10);
+      d.end();
+    }
+    return d;
+  }
+
+  it('enters degraded at the threshold, and leaves it only well below it', () => {
+    // 22% of calls failed: under the 25% threshold.
+    const d = withCalls(100, 22);
+    expect(deriveStatus([d], WINDOWED, 1, 'operational').status).toBe('operational');
+    // The same window while degraded: not yet below 80% of the threshold (20%), so it stays degraded.
+    expect(deriveStatus([d], WINDOWED, 1, 'degraded').status).toBe('degraded');
+    expect(deriveStatus([withCalls(100, 19)], WINDOWED, 1, 'degraded').status).toBe('operational');
+  });
+});
