@@ -10,7 +10,8 @@ import { UpstreamError } from '../../providers/upstream-error.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
-import { REFUSED } from '../routing/breaker.js';
+import { NORMAL, type Permit, REFUSED } from '../routing/breaker.js';
+import type { Deployment } from '../routing/health.js';
 import { apiOfUrl, arrivalOf, OVERHEAD_HEADER } from '../routing/overhead.js';
 import { clientGone } from './client.js';
 import type { InferenceReply, InferenceRequest } from './exchange.js';
@@ -76,10 +77,12 @@ export async function dispatch(
     // A failed attempt releases its own upstream connection (providers/http.ts), so the client's signal
     // is all an attempt needs, unless a first-token deadline may end it alone.
     const watch = firstTokenMs === undefined ? undefined : new FirstTokenWatch(cancel, firstTokenMs);
+    const attempt = new Attempt(deployment, permit);
     const ctx = new AttemptContext(
       watch === undefined ? cancel : watch.cancel,
       requestId,
       upstreamBody === request.body ? request.bodyText : undefined,
+      attempt,
     );
     const attemptStart = performance.now();
     let holding = false;
@@ -98,10 +101,12 @@ export async function dispatch(
       const waited = performance.now() - attemptStart;
       upstreamMs += waited;
       deployment.succeeded(permit, Date.now(), waited);
-      // A stream is in flight until its response is over; a JSON answer is already whole.
+      attempt.answered = true;
+      // A stream is in flight until its response is over (or until stream rescue ends it at a break);
+      // a JSON answer is already whole.
       const res = reply.raw;
-      if (result.kind === 'stream' && !res.destroyed) res.on('close', () => deployment.end());
-      else deployment.end();
+      if (result.kind === 'stream' && !res.destroyed) res.on('close', () => attempt.end());
+      else attempt.end();
       // The upstream has the request: its text is not needed again (see InferenceRequest.bodyText).
       if (request.bodyText !== undefined) request.bodyText = undefined;
       noteOverhead(gantry, request, reply, upstreamMs);
@@ -112,7 +117,7 @@ export async function dispatch(
       const err = watch?.fired && !cancel.aborted ? silentBeforeFirstToken(provider, firstTokenMs) : thrown;
       if (!(err instanceof UpstreamError) || err.failure === 'aborted' || cancel.aborted) {
         deployment.abandoned(permit);
-        deployment.end();
+        attempt.end();
         if (err instanceof UpstreamError) throw fromUpstream(err);
         throw err;
       }
@@ -120,10 +125,8 @@ export async function dispatch(
       // nothing, so it is replaced like an upstream that hung up before answering.
       const brokePreamble = holding && err.failure === 'protocol';
       const moveOn = err.retryable || brokePreamble;
-      // A 4xx other than 429 is the request's fault: the deployment answered, so it is healthy.
-      if (moveOn) deployment.failed(permit, Date.now());
-      else deployment.succeeded(permit, Date.now(), undefined);
-      deployment.end();
+      judgeFailure(deployment, permit, err);
+      attempt.end();
       request.log.warn(
         { provider: provider.name, failure: err.failure, status: err.status, reason: err.message },
         'upstream failed',
@@ -135,17 +138,67 @@ export async function dispatch(
       metrics.fallbacks.inc({ provider: provider.name, model: model.entry.namespace });
     }
   }
-  if (lastError) throw fromUpstream(lastError);
+  if (lastError) {
+    noteOverhead(gantry, request, reply, upstreamMs);
+    throw fromUpstream(lastError);
+  }
   if (skipped > 0) {
     // Every deployment is open: answer now rather than wait for one (README, "Routing and health").
-    const seconds = routing.retryAfterSeconds(Date.now());
-    throw new GantryError('MODEL_UNAVAILABLE', {
-      status: 503,
-      message: `Every provider of ${model.entry.namespace} is unavailable; retry after ${seconds} s`,
-      headers: { 'retry-after': String(seconds) },
-    });
+    // resolveInferenceModel already answers so before any other work; this covers a circuit that
+    // opened in between.
+    noteOverhead(gantry, request, reply, upstreamMs);
+    throw modelUnavailable(model.entry.namespace, routing.retryAfterSeconds(Date.now()));
   }
   throw noProvider(model);
+}
+
+/** 503 MODEL_UNAVAILABLE with Retry-After: every deployment of the model refuses calls for now. */
+export function modelUnavailable(namespace: string, seconds: number): GantryError {
+  return new GantryError('MODEL_UNAVAILABLE', {
+    status: 503,
+    message: `Every provider of ${namespace} is unavailable; retry after ${seconds} s`,
+    headers: { 'retry-after': String(seconds) },
+  });
+}
+
+/**
+ * The verdict on an attempt that failed with an upstream error before anything reached the client. A
+ * retryable error (connect, timeout, 429, 5xx) and a garbled answer (protocol) say the deployment is
+ * unwell. 401, 403 and 404 say nothing of its health either way (a key or model name wrong on one
+ * deployment): no verdict, so such an answer cannot close a half-open circuit. Any other 4xx is the
+ * request's fault: the deployment answered, so it is healthy.
+ */
+export function judgeFailure(deployment: Deployment, permit: Permit, err: UpstreamError): void {
+  const now = Date.now();
+  if (err.retryable || err.failure === 'protocol') deployment.failed(permit, now);
+  else if (err.status === 401 || err.status === 403 || err.status === 404) deployment.abandoned(permit);
+  else deployment.succeeded(permit, now, undefined);
+}
+
+/**
+ * One call on one deployment, as long as it is in flight. `end()` may be called from several places
+ * (the response closing, stream rescue at a break); the in-flight count goes down once.
+ */
+export class Attempt {
+  /** The deployment gave its first real event or answer (its verdict is given). */
+  answered = false;
+  private ended = false;
+
+  constructor(
+    readonly deployment: Deployment,
+    readonly permit: Permit,
+  ) {}
+
+  end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.deployment.end();
+  }
+
+  /** The stream broke after its first event for a cause of the upstream's own: health hears of it. */
+  brokeAfterContent(): void {
+    if (this.answered) this.deployment.failed(NORMAL, Date.now());
+  }
 }
 
 function noProvider(model: CatalogModel): GantryError {
@@ -177,7 +230,7 @@ function silentBeforeFirstToken(provider: InferenceProvider, ms: number | undefi
  * deadline passes before the first real event, this attempt alone is aborted and the next deployment
  * tried; the client's cancellation still reaches the upstream for the rest of the stream.
  */
-class FirstTokenWatch {
+export class FirstTokenWatch {
   readonly cancel = new Cancellation();
   fired = false;
   private readonly timer: NodeJS.Timeout;
@@ -199,12 +252,16 @@ class FirstTokenWatch {
   }
 }
 
-/** One attempt's CallContext; a class, so the `signal` getter is not made again for every attempt. */
-class AttemptContext implements CallContext {
+/**
+ * One attempt's CallContext; a class, so the `signal` getter is not made again for every attempt. It
+ * carries the attempt, so that stream rescue (which wraps the call) knows which deployment answered.
+ */
+export class AttemptContext implements CallContext {
   constructor(
     readonly cancel: Cancellation,
     readonly requestId: string,
     readonly bodyText: string | undefined,
+    readonly attempt: Attempt | undefined,
   ) {}
 
   get signal(): AbortSignal {

@@ -23,12 +23,14 @@
  */
 import { Cancellation } from '../../providers/abort.js';
 import { countCompletionTokens } from '../../providers/tokens.js';
-import type { CallContext, JsonObject, SseEvent } from '../../providers/types.js';
+import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { UpstreamError } from '../../providers/upstream-error.js';
 import type { CatalogModel } from '../catalog.js';
 import type { ModelEntry } from '../config/types.js';
 import type { Gantry } from '../context.js';
-import type { ProviderCall } from './dispatch.js';
+import { REFUSED } from '../routing/breaker.js';
+import type { Deployment } from '../routing/health.js';
+import { Attempt, AttemptContext, judgeFailure as judgeFailureOf, type ProviderCall } from './dispatch.js';
 import type { InferenceRequest } from './exchange.js';
 import { CONTENT } from './preamble.js';
 import type { Ticket } from './ticket.js';
@@ -259,7 +261,8 @@ class Stalled extends Error {}
 /** One upstream call whose stream is being read. */
 interface Call {
   provider: string;
-  routeIndex: number;
+  /** Its deployment's place in the call (undefined when dispatch's attempt is unknown). */
+  attempt: Attempt | undefined;
   iterator: AsyncIterator<SseEvent>;
   cancel: Cancellation;
   /** Where its text starts in the delivered text. */
@@ -276,7 +279,9 @@ interface Call {
 export class StreamRescue {
   readonly call: ProviderCall;
   /** The cancellation of the last attempt dispatch made (the one that answered). */
-  private lastAttempt: Cancellation | undefined;
+  private lastCancel: Cancellation | undefined;
+  /** The last attempt dispatch made (the one that answered): its deployment and in-flight count. */
+  private lastAttempt: Attempt | undefined;
 
   constructor(
     private readonly gantry: Gantry,
@@ -287,16 +292,15 @@ export class StreamRescue {
     private readonly ticket: Ticket,
     private readonly plan: Plan,
   ) {
-    this.call =
-      plan.stallMs === undefined
-        ? upstreamCall
-        : (provider, body, ctx) => {
-            const parent = ctx.cancel;
-            if (parent === undefined) return upstreamCall(provider, body, ctx);
-            const cancel = childOf(parent);
-            this.lastAttempt = cancel;
-            return upstreamCall(provider, body, contextOf(cancel, ctx.requestId, ctx.bodyText));
-          };
+    this.call = (provider, body, ctx) => {
+      const attempt = ctx instanceof AttemptContext ? ctx.attempt : undefined;
+      this.lastAttempt = attempt;
+      const parent = ctx.cancel;
+      if (plan.stallMs === undefined || parent === undefined) return upstreamCall(provider, body, ctx);
+      const cancel = childOf(parent);
+      this.lastCancel = cancel;
+      return upstreamCall(provider, body, new AttemptContext(cancel, ctx.requestId, ctx.bodyText, attempt));
+    };
   }
 
   /** The stream the client gets: `first`, continued on the next continuation route when it breaks. */
@@ -304,16 +308,17 @@ export class StreamRescue {
     first: AsyncIterable<SseEvent>,
     served: { provider: string; upstreamModel: string; cancel: Cancellation },
   ): AsyncGenerator<SseEvent> {
-    const routes = this.model.entry.routes;
     const delivered = new Delivered();
+    const tried = new Set<Deployment>();
     let call: Call = {
       provider: served.provider,
-      routeIndex: routes.findIndex((r) => r.provider === served.provider && r.model === served.upstreamModel),
+      attempt: this.lastAttempt,
       iterator: first[Symbol.asyncIterator](),
-      cancel: this.lastAttempt ?? served.cancel,
+      cancel: this.lastCancel ?? served.cancel,
       textStart: 0,
       prefillTokens: 0,
     };
+    if (call.attempt) tried.add(call.attempt.deployment);
     let rewriter: ContinuationChunks | undefined;
     let held: SseEvent[] = [];
     let finished = false;
@@ -338,11 +343,18 @@ export class StreamRescue {
           }
         } catch (err) {
           const broken = this.brokenBy(err, call, served.cancel);
+          // The broken call is over: its deployment no longer has it in flight, and a break the
+          // upstream caused (not the client leaving) counts against its health. A stream that ended a
+          // tool call or named its finish_reason is not judged: it may have been the answer's own end.
+          call.attempt?.end();
+          const upstreamFault =
+            broken instanceof UpstreamError && broken.failure !== 'aborted' && !served.cancel.aborted;
+          if (upstreamFault && !delivered.toolCalls && !delivered.finished) call.attempt?.brokeAfterContent();
           const text = delivered.continuable ? delivered.text() : undefined;
           const rescued =
             text === undefined
               ? undefined
-              : await this.continueOn(call, delivered, text, served.cancel, broken);
+              : await this.continueOn(call, delivered, text, served.cancel, broken, tried);
           if (rescued === undefined) {
             this.meterUnreportedPrefill(call);
             throw broken;
@@ -355,6 +367,9 @@ export class StreamRescue {
     } finally {
       // The client went away or the stream was ended from outside: let the upstream go.
       if (!finished) void Promise.resolve(call.iterator.return?.()).catch(() => undefined);
+      // A continuation's in-flight count ends with the stream (dispatch's own ends when the response
+      // closes, and again here is harmless: end() counts once).
+      call.attempt?.end();
     }
   }
 
@@ -393,9 +408,12 @@ export class StreamRescue {
   }
 
   /**
-   * Tries the continuation routes after the one that broke, in order, each up to its first new event (a
-   * continuation that fails before that moves on to the next). Returns the call that continues, or
-   * undefined when none could.
+   * Tries the model's continuation deployments other than those already tried, in the order its
+   * routing strategy gives now, each under its circuit breaker: an open one is passed over without a
+   * connection attempt, and each attempt's outcome feeds its deployment's health, as in dispatch. Each
+   * is read up to its first new event, within the model's `first_token_ms` (a continuation that fails or
+   * stays silent before that moves on to the next). Returns the call that continues, or undefined when
+   * none could.
    */
   private async continueOn(
     broke: Call,
@@ -403,41 +421,65 @@ export class StreamRescue {
     text: string,
     client: Cancellation,
     err: unknown,
+    tried: Set<Deployment>,
   ): Promise<{ call: Call; rewriter: ContinuationChunks; held: SseEvent[] } | undefined> {
     if (!(err instanceof UpstreamError) || err.failure === 'aborted' || client.aborted) return undefined;
+    if (this.plan.continuing.length === 0) return undefined;
     const { gantry, request, model } = this;
+    const routing = gantry.routing.of(model.entry.namespace);
+    if (routing === undefined) return undefined;
     const metrics = gantry.services.metrics;
     const routes = model.entry.routes;
     const callText = text.slice(broke.textStart);
     const deliveredTokens = countCompletionTokens(text);
-    let tried = false;
-    for (const index of this.plan.continuing) {
-      if (index <= broke.routeIndex) continue;
-      const route = routes[index];
-      const provider = route && gantry.providers.get(route.provider);
-      if (!route || !provider) continue;
-      const asked = continuationBody(provider.kind, this.body, route.model, text, deliveredTokens);
+    const firstTokenMs = routing.settings.firstTokenMs;
+    let counted = false;
+    for (const deployment of routing.order(Date.now())) {
+      if (tried.has(deployment) || routes[deployment.index]?.continuation !== true) continue;
+      const provider = gantry.providers.get(deployment.provider);
+      if (!provider) continue;
+      const asked = continuationBody(
+        provider.kind,
+        this.body,
+        deployment.upstreamModel,
+        text,
+        deliveredTokens,
+      );
       if (asked === undefined) continue;
-      if (!tried) {
+      const permit = deployment.begin(Date.now());
+      if (permit === REFUSED) continue;
+      tried.add(deployment);
+      const attempt = new Attempt(deployment, permit);
+      if (!counted) {
         // Counted as dispatch counts a fallback: the failure of the provider that broke, then the move.
         metrics.upstreamErrors.inc({ provider: broke.provider, failure: err.failure });
         metrics.fallbacks.inc({ provider: broke.provider, model: model.entry.namespace });
+        counted = true;
       }
-      tried = true;
       const cancel = childOf(client);
       const rewriter = new ContinuationChunks(delivered.ids(), asked.trimmed);
+      // The same first-token deadline as a first attempt: a continuation silent for it is given up.
+      let silent = false;
+      const deadline =
+        firstTokenMs === undefined
+          ? undefined
+          : setTimeout(() => {
+              silent = true;
+              cancel.abort();
+            }, firstTokenMs);
+      const started = performance.now();
       let iterator: AsyncIterator<SseEvent> | undefined;
       try {
         const result = await this.upstreamCall(
           provider,
           asked.body,
-          contextOf(cancel, String(request.id), undefined),
+          new AttemptContext(cancel, String(request.id), undefined, attempt),
         );
-        if (result.kind !== 'stream') continue;
+        if (result.kind !== 'stream') throw new UpstreamError('protocol', provider.name, 'not a stream');
         iterator = result.events[Symbol.asyncIterator]();
         const call: Call = {
           provider: provider.name,
-          routeIndex: index,
+          attempt,
           iterator,
           cancel,
           textStart: text.length,
@@ -453,6 +495,10 @@ export class StreamRescue {
           held.push(event);
           break;
         }
+        clearTimeout(deadline);
+        if (silent) throw new Stalled();
+        deployment.succeeded(permit, Date.now(), performance.now() - started);
+        attempt.answered = true;
         this.meterBrokenCall(broke, callText);
         this.ticket.servedBy(provider.name);
         request.log.warn(
@@ -466,23 +512,29 @@ export class StreamRescue {
         );
         return { call, rewriter, held };
       } catch (failed) {
+        clearTimeout(deadline);
         if (failed instanceof Stalled) cancel.abort();
         if (iterator) void Promise.resolve(iterator.return?.()).catch(() => undefined);
-        if (client.aborted) return undefined;
+        if (client.aborted) {
+          deployment.abandoned(permit);
+          attempt.end();
+          return undefined;
+        }
         // Whatever stopped this continuation (its upstream failed or stalled, or the adapter refused the
         // request, e.g. a parameter Anthropic does not take), the next route may still continue.
-        if (failed instanceof UpstreamError) {
-          metrics.upstreamErrors.inc({ provider: provider.name, failure: failed.failure });
-          request.log.warn(
-            { provider: provider.name, failure: failed.failure },
-            'stream continuation failed',
-          );
-        } else if (failed instanceof Stalled) {
-          metrics.upstreamErrors.inc({ provider: provider.name, failure: 'timeout' });
-          request.log.warn({ provider: provider.name, failure: 'timeout' }, 'stream continuation failed');
+        const timedOut = silent || failed instanceof Stalled;
+        if (timedOut || (failed instanceof UpstreamError && failed.failure !== 'aborted')) {
+          const failure = timedOut ? 'timeout' : (failed as UpstreamError).failure;
+          if (timedOut) deployment.failed(permit, Date.now());
+          else judgeFailureOf(deployment, permit, failed as UpstreamError);
+          metrics.upstreamErrors.inc({ provider: provider.name, failure });
+          request.log.warn({ provider: provider.name, failure }, 'stream continuation failed');
         } else {
+          // Refused before any call (the adapter's own check): nothing said of the deployment's health.
+          deployment.abandoned(permit);
           request.log.warn({ provider: provider.name, err: failed }, 'stream continuation refused');
         }
+        attempt.end();
       }
     }
     return undefined;
@@ -547,15 +599,4 @@ function childOf(parent: Cancellation): Cancellation {
   if (parent.aborted) child.abort();
   else parent.onAbort(() => child.abort());
   return child;
-}
-
-function contextOf(cancel: Cancellation, requestId: string, bodyText: string | undefined): CallContext {
-  return {
-    cancel,
-    requestId,
-    bodyText,
-    get signal() {
-      return cancel.signal;
-    },
-  };
 }

@@ -3,6 +3,7 @@ import type { CatalogModel } from '../catalog.js';
 import type { Api } from '../config/types.js';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
+import { modelUnavailable } from './dispatch.js';
 import type { InferenceRequest } from './exchange.js';
 
 const API_PATHS: Record<Api, string> = {
@@ -50,5 +51,20 @@ export function resolveInferenceModel(
     throw new GantryError('MODEL_NOT_ACTIVE', { message: `The model ${name} is offline`, param: 'model' });
   }
   request.labels.model = entry.namespace;
+  // Every circuit open: a fast 503 before any other work (credits, admission, safety checks), so a
+  // client retrying a dead model spends neither its rate limit nor a round trip (README, "Routing and
+  // health"). dispatch() checks again for a circuit that opens in between.
+  const routing = gantry.routing.of(entry.namespace);
+  if (routing !== undefined && routing.deployments.length > 0) {
+    const now = Date.now();
+    let refused = true;
+    for (const d of routing.deployments) {
+      if (d.breaker.selectable(now)) {
+        refused = false;
+        break;
+      }
+    }
+    if (refused) throw modelUnavailable(entry.namespace, routing.retryAfterSeconds(now));
+  }
   return model;
 }

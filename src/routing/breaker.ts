@@ -8,11 +8,21 @@ export interface BreakerChange {
   reason: string;
 }
 
-/** What `acquire()` gave: refused, a normal call, or one of the half-open trials. */
+/**
+ * What `acquire()` gave: refused, a normal call, or one of the half-open trials. A trial's permit is
+ * TRIAL plus the generation of the half-open period that gave it, so a trial still running when its
+ * period ended (the circuit closed or opened again meanwhile) is told apart from the trials of a later
+ * period: it is then a normal call, and neither takes a trial slot back nor moves the circuit.
+ */
 export const REFUSED = 0;
 export const NORMAL = 1;
 export const TRIAL = 2;
-export type Permit = typeof REFUSED | typeof NORMAL | typeof TRIAL;
+export type Permit = number;
+
+/** Is this permit a trial (of any half-open period)? */
+export function isTrial(permit: Permit): boolean {
+  return permit >= TRIAL;
+}
 
 /**
  * One deployment's circuit breaker. Closed: every call goes; it opens after `consecutiveFailures`
@@ -27,6 +37,8 @@ export class Breaker {
   reopensAt = 0;
   private consecutive = 0;
   private trials = 0;
+  /** The half-open period now, or next; moves on each time one ends. */
+  private generation = 0;
 
   constructor(
     private readonly settings: BreakerSettings,
@@ -51,28 +63,28 @@ export class Breaker {
     this.poll(now);
     if (this.state === 'open' || this.trials >= this.settings.halfOpenRequests) return REFUSED;
     this.trials++;
-    return TRIAL;
+    return TRIAL + this.generation;
   }
 
   /** A trial ended without a verdict (the client left). */
   release(permit: Permit): void {
-    if (permit === TRIAL && this.trials > 0) this.trials--;
+    if (this.isCurrentTrial(permit) && this.trials > 0) this.trials--;
   }
 
   success(permit: Permit, now: number): void {
     this.consecutive = 0;
-    if (permit === TRIAL) {
+    if (this.isCurrentTrial(permit)) {
       this.release(permit);
-      if (this.state === 'half_open') this.move('closed', 'trial call succeeded', now);
+      this.move('closed', 'trial call succeeded', now);
     }
   }
 
   /** A failed call; `calls` and `failures` are the window's, this failure included. */
   failure(permit: Permit, now: number, calls: number, failures: number): void {
     this.consecutive++;
-    if (permit === TRIAL) {
+    if (this.isCurrentTrial(permit)) {
       this.release(permit);
-      if (this.state === 'half_open') this.open(now, 'trial call failed');
+      this.open(now, 'trial call failed');
       return;
     }
     if (this.state !== 'closed') return;
@@ -89,6 +101,11 @@ export class Breaker {
     return this.state === 'open' ? Math.max(0, this.reopensAt - now) : 0;
   }
 
+  /** A trial of the half-open period under way (a stale one counts as a normal call). */
+  private isCurrentTrial(permit: Permit): boolean {
+    return this.state === 'half_open' && permit === TRIAL + this.generation;
+  }
+
   private open(now: number, reason: string): void {
     this.reopensAt = now + this.settings.cooldownMs;
     this.move('open', reason, now);
@@ -98,6 +115,7 @@ export class Breaker {
     const from = this.state;
     this.state = to;
     if (to !== 'half_open') this.trials = 0;
+    if (from === 'half_open') this.generation++;
     if (to === 'closed') this.consecutive = 0;
     this.onChange({ from, to, reason }, now);
   }

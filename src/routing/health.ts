@@ -31,6 +31,11 @@ export class Deployment {
   ewmaTtfbMs: number | undefined;
   /** When a call or probe last started (ms since the epoch). */
   lastUsedAt = 0;
+  /**
+   * The circuit was last opened by probes alone: a probe's success may close it. One opened by real
+   * calls is closed only by a real call (a model list that answers says little of inference).
+   */
+  openedByProbe = false;
 
   constructor(
     route: ModelRoute,
@@ -71,11 +76,16 @@ export class Deployment {
     this.breaker.success(permit, now);
   }
 
-  /** The call failed in a way that says the deployment is unwell (connect, timeout, 5xx, 429, 529). */
-  failed(permit: Permit, now: number): void {
+  /**
+   * The call failed in a way that says the deployment is unwell (connect, timeout, 5xx, 429, 529).
+   * `probe`: the failure was an active probe's (src/routing/probes.ts).
+   */
+  failed(permit: Permit, now: number, probe = false): void {
     this.window.add(now, true, undefined);
     const { calls, failures } = this.window.counts(now);
+    const wasOpen = this.breaker.state === 'open';
     this.breaker.failure(permit, now, calls, failures);
+    if (!wasOpen && this.breaker.state === 'open') this.openedByProbe = probe;
   }
 
   /** The call ended without a verdict (the client left): a trial it held goes back. */

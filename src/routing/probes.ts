@@ -1,4 +1,5 @@
 import type { ProbeSettings } from '../config/types.js';
+import { isTrial } from './breaker.js';
 import type { Deployment } from './health.js';
 import type { ModelRouting } from './router.js';
 
@@ -14,11 +15,14 @@ export interface ProbeTarget {
  * gets one cheap `GET …/models` (no tokens spent), which goes through its circuit breaker like a call:
  * an answer below 500 other than 429 is a success, anything else (no connection, timeout, 5xx, 429) a
  * failure. So an idle deployment that died is found before a client's call, and an open one is tried
- * (half-open) without waiting for traffic.
+ * (half-open) without waiting for traffic. A probe's success closes only a circuit that probes opened:
+ * one opened by real calls stays half-open, its trial left for the next real call. stop() aborts the
+ * probes in flight (no verdict).
  */
 export class Probes {
   private readonly timer: NodeJS.Timeout;
   private running = false;
+  private readonly stopped = new AbortController();
 
   constructor(
     private readonly settings: ProbeSettings,
@@ -31,6 +35,7 @@ export class Probes {
 
   stop(): void {
     clearInterval(this.timer);
+    this.stopped.abort();
   }
 
   private async round(): Promise<void> {
@@ -54,13 +59,14 @@ export class Probes {
   }
 
   private async probe(d: Deployment, target: ProbeTarget): Promise<void> {
+    if (this.stopped.signal.aborted) return;
     const permit = d.begin(Date.now());
     if (permit === 0) return;
     let ok = false;
     try {
       const res = await fetch(target.url, {
         headers: target.headers,
-        signal: AbortSignal.timeout(this.settings.timeoutMs),
+        signal: AbortSignal.any([this.stopped.signal, AbortSignal.timeout(this.settings.timeoutMs)]),
       });
       await res.body?.cancel();
       ok = res.status < 500 && res.status !== 429;
@@ -68,8 +74,11 @@ export class Probes {
       ok = false;
     }
     const now = Date.now();
-    if (ok) d.succeeded(permit, now, undefined);
-    else d.failed(permit, now);
+    if (this.stopped.signal.aborted) d.abandoned(permit);
+    else if (!ok) d.failed(permit, now, true);
+    // A trial on a circuit real calls opened: given back, for a real call to take.
+    else if (isTrial(permit) && !d.openedByProbe) d.abandoned(permit);
+    else d.succeeded(permit, now, undefined);
     d.end();
   }
 }

@@ -38,6 +38,10 @@ export interface RoutingDeps {
 export class ModelRouting {
   readonly deployments: Deployment[] = [];
   status: DerivedStatus = { status: 'operational', reason: undefined };
+  /** The status last written to the history (it may lag `status`, see Routing.judge). */
+  recorded: ModelStatus = 'operational';
+  /** `status` last changed only because a cooldown ended (a circuit went half-open by the clock). */
+  changedByCooldown = false;
 
   constructor(
     readonly namespace: string,
@@ -152,6 +156,7 @@ export class Routing {
       'deployment circuit changed',
     );
     this.record({ at: Date.now(), model: model.namespace, deployment: d.id, ...change });
+    const cooldown = change.from === 'open' && change.to === 'half_open';
     if (change.to === 'open') {
       // The trials start on time even when no call comes to ask: status and history stay true.
       const timer = setTimeout(() => {
@@ -161,27 +166,37 @@ export class Routing {
       timer.unref();
       this.timers.add(timer);
     }
-    this.judge(model, now);
+    this.judge(model, now, cooldown ? 'cooldown' : 'breaker');
   }
 
-  private judge(model: ModelRouting, now: number): void {
-    const next = deriveStatus(model.deployments, model.settings, now);
+  /**
+   * The model's status now. The metric and `status` follow at once; the history records a change only
+   * when it differs from the status last recorded and was not caused by a cooldown ending alone (a
+   * deployment whose cooldown ends and whose trial fails again would otherwise add two entries per
+   * cooldown). Window-based `degraded` has hysteresis (deriveStatus), so it does not flap either.
+   */
+  private judge(model: ModelRouting, now: number, cause: 'cooldown' | 'breaker' | 'tick' = 'tick'): void {
     const previous = model.status;
-    if (next.status === previous.status) {
-      model.status = next;
-      return;
-    }
+    const next = deriveStatus(model.deployments, model.settings, now, previous.status);
     model.status = next;
-    this.deps.metrics.modelStatus.labels({ model: model.namespace }).set(STATUS_VALUE[next.status]);
-    this.deps.log.info(
-      { model: model.namespace, from: previous.status, to: next.status, reason: next.reason },
-      'model status changed',
-    );
+    // A circuit that closed or opened is news of its own: what the status is now is worth recording.
+    if (cause === 'breaker') model.changedByCooldown = false;
+    if (next.status !== previous.status) {
+      model.changedByCooldown = cause === 'cooldown';
+      this.deps.metrics.modelStatus.labels({ model: model.namespace }).set(STATUS_VALUE[next.status]);
+      this.deps.log.info(
+        { model: model.namespace, from: previous.status, to: next.status, reason: next.reason },
+        'model status changed',
+      );
+    }
+    if (model.changedByCooldown || next.status === model.recorded) return;
+    const from = model.recorded;
+    model.recorded = next.status;
     this.record({
       at: Date.now(),
       model: model.namespace,
       deployment: undefined,
-      from: previous.status,
+      from,
       to: next.status,
       reason: next.reason ?? 'deployments healthy',
     });

@@ -44,6 +44,9 @@ beforeAll(async () => {
   const patient = '{ connect_ms: 1000, first_byte_ms: 30000, idle_ms: 30000, total_ms: 60000 }';
   gantry = await startGantry(`
 usage: { jsonl_path: ${jsonlPath}, flush_ms: 20 }
+# Every test here breaks A on purpose, and a break counts against A's health: its circuit must not open
+# between tests (the breakers under rescue are tested in rescue-routing.test.ts).
+routing: { breaker: { consecutive_failures: 1000, min_requests: 1000 } }
 providers:
   a: { kind: openai, base_url: ${a.url}, timeouts: ${patient} }
   v: { kind: openai, base_url: ${v.url}, timeouts: ${patient} }

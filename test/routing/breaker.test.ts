@@ -3,6 +3,7 @@ import {
   Breaker,
   type BreakerChange,
   type BreakerState,
+  isTrial,
   NORMAL,
   type Permit,
   REFUSED,
@@ -118,7 +119,9 @@ describe('Breaker', () => {
       const where = `step ${i}`;
       if (step.do === 'ask') {
         const permit = breaker.acquire(step.t);
-        expect(permit, where).toBe(step.permit);
+        // A trial permit also names its half-open period: any trial matches TRIAL here.
+        if (step.permit === TRIAL) expect(isTrial(permit), where).toBe(true);
+        else expect(permit, where).toBe(step.permit);
         if (permit !== REFUSED) held.push(permit);
       } else {
         const permit = held.shift() ?? breaker.acquire(step.t);
@@ -146,6 +149,49 @@ describe('Breaker', () => {
     breaker.release(trial);
     expect(breaker.acquire(1000)).toBe(TRIAL);
     expect(breaker.waitMs(1000)).toBe(0);
+  });
+});
+
+describe('Breaker trials of an earlier half-open period', () => {
+  const TWO = { ...SETTINGS, consecutiveFailures: 1, halfOpenRequests: 2 };
+
+  it('a stale trial that ends without a verdict does not give a slot of the new period back', () => {
+    const breaker = new Breaker(TWO);
+    breaker.failure(NORMAL, 0, 1, 1);
+    const t1 = breaker.acquire(1000);
+    const t2 = breaker.acquire(1000);
+    breaker.failure(t1, 1100, 1, 1);
+    expect(breaker.state).toBe('open');
+    expect(isTrial(breaker.acquire(2100))).toBe(true);
+    expect(isTrial(breaker.acquire(2100))).toBe(true);
+    breaker.release(t2);
+    // Still two trials of the new period in flight: a third is refused.
+    expect(breaker.acquire(2101)).toBe(REFUSED);
+  });
+
+  it('a stale trial that fails once the circuit closed counts as a normal failure', () => {
+    const breaker = new Breaker(TWO);
+    breaker.failure(NORMAL, 0, 1, 1);
+    const t1 = breaker.acquire(1000);
+    const t2 = breaker.acquire(1000);
+    breaker.success(t1, 1001);
+    expect(breaker.state).toBe('closed');
+    breaker.failure(t2, 1002, 1, 1);
+    expect(breaker.state).toBe('open');
+  });
+
+  it('a stale trial that succeeds does not close a circuit that opened again', () => {
+    const breaker = new Breaker(TWO);
+    breaker.failure(NORMAL, 0, 1, 1);
+    const t1 = breaker.acquire(1000);
+    const t2 = breaker.acquire(1000);
+    breaker.failure(t1, 1100, 1, 1);
+    const t3 = breaker.acquire(2100);
+    expect(breaker.state).toBe('half_open');
+    breaker.success(t2, 2101);
+    expect(breaker.state).toBe('half_open');
+    breaker.success(t3, 2102);
+    expect(breaker.state).toBe('closed');
   });
 });
 
