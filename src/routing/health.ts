@@ -29,6 +29,8 @@ export class Deployment {
   inflight = 0;
   /** Moving average of the time to first byte (ms); undefined until one call reported it. */
   ewmaTtfbMs: number | undefined;
+  /** When ewmaTtfbMs was last updated (ms since the epoch). */
+  ttfbAt = 0;
   /** When a call or probe last started (ms since the epoch). */
   lastUsedAt = 0;
   /**
@@ -71,6 +73,7 @@ export class Deployment {
     if (ttfbMs !== undefined) {
       this.ewmaTtfbMs =
         this.ewmaTtfbMs === undefined ? ttfbMs : this.ewmaTtfbMs + EWMA_ALPHA * (ttfbMs - this.ewmaTtfbMs);
+      this.ttfbAt = now;
       this.hooks.ttfb.observe(ttfbMs / 1000);
     }
     this.breaker.success(permit, now);

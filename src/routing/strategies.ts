@@ -12,8 +12,11 @@ export type Random = () => number;
  * - priority: the configured order.
  * - weighted: the first drawn at random by weight.
  * - least_inflight: the fewest calls in flight first (ties: configured order).
- * - latency: power of two choices: two drawn at random, the lower moving average of time to first byte
- *   first (one never measured counts as fastest, so a new deployment gets traffic).
+ * - latency: power of two choices: two drawn at random, the lower cost first. The cost is the moving
+ *   average of time to first byte times (calls in flight + 1), so a fast deployment that is already busy
+ *   does not take everything; the average fades with the time since its last sample (halved every
+ *   LATENCY_HALF_LIFE_MS), so a deployment once measured slow is tried again and re-measured rather than
+ *   starved. One never measured counts as fastest, so a new deployment gets traffic.
  */
 export function orderDeployments(
   strategy: RoutingStrategy,
@@ -56,21 +59,38 @@ function pickFirst(
       return best;
     }
     case 'latency': {
-      const open: Deployment[] = [];
-      for (const d of deployments) if (d.breaker.selectable(now)) open.push(d);
-      if (open.length < 2) return open[0];
-      const i = Math.floor(random() * open.length);
-      let j = Math.floor(random() * (open.length - 1));
+      // Two distinct draws among the selectable ones, without building a list of them.
+      let selectable = 0;
+      for (const d of deployments) if (d.breaker.selectable(now)) selectable++;
+      if (selectable === 0) return undefined;
+      const i = Math.floor(random() * selectable);
+      if (selectable === 1) return nthSelectable(deployments, 0, now);
+      let j = Math.floor(random() * (selectable - 1));
       if (j >= i) j++;
-      const a = open[i] as Deployment;
-      const b = open[j] as Deployment;
-      return ttfbOf(b) < ttfbOf(a) ? b : a;
+      const a = nthSelectable(deployments, i, now) as Deployment;
+      const b = nthSelectable(deployments, j, now) as Deployment;
+      return latencyCost(b, now) < latencyCost(a, now) ? b : a;
     }
     default:
       return undefined;
   }
 }
 
-function ttfbOf(d: Deployment): number {
-  return d.ewmaTtfbMs ?? 0;
+/** How fast a stale latency sample fades (see the latency strategy above). */
+export const LATENCY_HALF_LIFE_MS = 30_000;
+
+function latencyCost(d: Deployment, now: number): number {
+  if (d.ewmaTtfbMs === undefined) return 0;
+  const faded = d.ewmaTtfbMs * 0.5 ** (Math.max(0, now - d.ttfbAt) / LATENCY_HALF_LIFE_MS);
+  return faded * (d.inflight + 1);
+}
+
+function nthSelectable(deployments: readonly Deployment[], n: number, now: number): Deployment | undefined {
+  let seen = 0;
+  for (const d of deployments) {
+    if (!d.breaker.selectable(now)) continue;
+    if (seen === n) return d;
+    seen++;
+  }
+  return undefined;
 }

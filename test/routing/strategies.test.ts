@@ -4,7 +4,7 @@ import { NORMAL } from '../../src/routing/breaker.js';
 import { Deployment } from '../../src/routing/health.js';
 import { buildRouting } from '../../src/routing/settings.js';
 import { deriveStatus, retryAfterSeconds } from '../../src/routing/status.js';
-import { orderDeployments } from '../../src/routing/strategies.js';
+import { LATENCY_HALF_LIFE_MS, orderDeployments } from '../../src/routing/strategies.js';
 
 const SETTINGS = buildRouting(
   { breaker: { consecutive_failures: 1, min_requests: 4, cooldown_seconds: 2 }, degraded: { ttfb_ms: 500 } },
@@ -14,6 +14,8 @@ const SETTINGS = buildRouting(
 interface Spec {
   weight?: number;
   inflight?: number;
+  /** How long before `now` (1) its latency sample was taken. */
+  ttfbAgoMs?: number;
   ttfbMs?: number;
   open?: boolean;
 }
@@ -26,6 +28,7 @@ function deployments(specs: Spec[]): Deployment[] {
     });
     d.inflight = spec.inflight ?? 0;
     if (spec.ttfbMs !== undefined) d.ewmaTtfbMs = spec.ttfbMs;
+    d.ttfbAt = 1 - (spec.ttfbAgoMs ?? 0);
     if (spec.open) d.failed(NORMAL, 0);
     return d;
   });
@@ -112,6 +115,27 @@ describe('orderDeployments', () => {
       specs: [{ ttfbMs: 50 }, { ttfbMs: 10 }, { ttfbMs: 300 }],
       random: [0, 0],
       order: ['p1', 'p0', 'p2'],
+    },
+    {
+      name: 'latency: a fast one with nine calls in flight loses to an idle slower one',
+      strategy: 'latency',
+      specs: [{ ttfbMs: 10, inflight: 9 }, { ttfbMs: 50 }],
+      random: [0, 0],
+      order: ['p1', 'p0'],
+    },
+    {
+      name: 'latency: a slow sample from four half-lives ago has faded, so it is tried again',
+      strategy: 'latency',
+      specs: [{ ttfbMs: 10 }, { ttfbMs: 100, ttfbAgoMs: 4 * LATENCY_HALF_LIFE_MS }],
+      random: [0, 0],
+      order: ['p1', 'p0'],
+    },
+    {
+      name: 'latency: an open one is never drawn',
+      strategy: 'latency',
+      specs: [{ ttfbMs: 50 }, { ttfbMs: 1, open: true }, { ttfbMs: 40 }],
+      random: [0, 0],
+      order: ['p2', 'p0', 'p1'],
     },
     {
       name: 'latency: a deployment never measured counts as fastest',
