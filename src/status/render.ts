@@ -48,7 +48,7 @@ const WINDOW_TITLE: Record<string, string> = {
 const CSS = `
 body{font:16px/1.5 system-ui,sans-serif;margin:0;color:#1a1a1a;background:#fff}
 main{max-width:60rem;margin:0 auto;padding:1rem}
-h1{font-size:1.6rem}h2{font-size:1.25rem;margin:0}
+h1{font-size:1.6rem}h2,h3{font-size:1.25rem;margin:.5rem 0}section h2,section h3{margin:0}
 section{border:1px solid #ccc;border-radius:6px;padding:1rem;margin:1rem 0}
 .head{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:baseline}
 .badge{font-weight:600;padding:0 .5rem;border-radius:4px}
@@ -82,21 +82,21 @@ export function renderHtml(s: Snapshot): string {
     ' Each bar is one hour (24 hours) or one day (7 and 90 days); its colour is the worst status held',
     ' during it, its uptime the share of its time not offline.',
     ' Also as <a href="/status.json">JSON</a> and an <a href="/status/feed.atom">Atom feed</a>.</p>',
-    component(s.api, 'h-api'),
+    component(s.api, 'h-api', 'h2'),
     '<h2 id="h-models">Models</h2>',
   ];
   if (s.models.length === 0) parts.push('<p>No public models.</p>');
   s.models.forEach((m, i) => {
-    parts.push(component(m, `h-model-${i}`));
+    parts.push(component(m, `h-model-${i}`, 'h3'));
   });
   parts.push('</main></body></html>\n');
   return parts.join('');
 }
 
-function component(c: ComponentView, headingId: string): string {
+function component(c: ComponentView, headingId: string, heading: 'h2' | 'h3'): string {
   const parts = [
     `<section class="${c.status}" aria-labelledby="${headingId}"><div class="head">`,
-    `<h2 id="${headingId}">${text(c.name)}</h2>`,
+    `<${heading} id="${headingId}">${text(c.name)}</${heading}>`,
     c.id === c.name ? '' : `<code>${text(c.id)}</code>`,
     `<span class="badge">${LABEL[c.status]}</span></div>`,
     c.reason === null ? '' : `<p class="reason">${text(c.reason)}</p>`,

@@ -167,8 +167,8 @@ async function scenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
   expect(page.headers.get('content-type')).toBe('text/html; charset=utf-8');
   expect(page.headers.get('cache-control')).toMatch(/max-age=\d+/);
   const html = await page.text();
-  expect(html).toContain('<h2 id="h-model-0">Acme Chat</h2>');
-  expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39; ]]&gt; &lt;!--</h2>');
+  expect(html).toContain('<h3 id="h-model-0">Acme Chat</h3>');
+  expect(html).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39; ]]&gt; &lt;!--</h3>');
   expect(html).not.toContain('<script');
   expect(html).not.toMatch(/Secret|secret\//);
   expect(html).toMatch(/<li class="offline" title="[^"]+: Offline, [\d.]+% uptime"><span class="sr">/);
