@@ -27,6 +27,7 @@ function text(value: string): string {
 export function renderJson(s: Snapshot): string {
   return JSON.stringify({
     generated_at: new Date(s.generatedAt).toISOString(),
+    history_available: s.historyAvailable,
     status: s.api.status,
     api: s.api,
     models: s.models,
@@ -82,6 +83,9 @@ export function renderHtml(s: Snapshot): string {
     ' Each bar is one hour (24 hours) or one day (7 and 90 days); its colour is the worst status held',
     ' during it, its uptime the share of its time not offline.',
     ' Also as <a href="/status.json">JSON</a> and an <a href="/status/feed.atom">Atom feed</a>.</p>',
+    s.historyAvailable
+      ? ''
+      : '<p role="status"><strong>The status history cannot be read right now:</strong> the bars assume the current status throughout.</p>',
     component(s.api, 'h-api', 'h2'),
     '<h2 id="h-models">Models</h2>',
   ];

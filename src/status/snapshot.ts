@@ -51,6 +51,8 @@ export interface ChangeView {
 
 export interface Snapshot {
   generatedAt: number;
+  /** False when the status history could not be read: the uptime then assumes the current status. */
+  historyAvailable: boolean;
   api: ComponentView;
   models: ComponentView[];
   /** Newest first. */
@@ -94,7 +96,15 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
   const start = Math.min(...WINDOWS.map((w) => windowStart(w, now)));
   // One query for every model (the history holds at most `historyLimit` entries): the models' own
   // changes, not their deployments'.
-  const all = await gantry.routing.history.list({ since: start, limit: gantry.config.routing.historyLimit });
+  // A status page must answer when the history's store does not (Redis down): then the current
+  // statuses are shown, and the windows say the history is missing instead of inventing uptime.
+  let all: StatusChange[] = [];
+  let historyAvailable = true;
+  try {
+    all = await gantry.routing.history.list({ since: start, limit: gantry.config.routing.historyLimit });
+  } catch {
+    historyAvailable = false;
+  }
   const byModel = new Map<string, Array<StatusChange & { from: Status; to: Status }>>();
   for (const m of models) byModel.set(m.id, []);
   for (const c of all) {
@@ -145,6 +155,7 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
 
   return {
     generatedAt: now,
+    historyAvailable,
     api: {
       id: API_ID,
       name: 'API',

@@ -43,6 +43,7 @@ const change: ChangeView = {
 
 const snapshot: Snapshot = {
   generatedAt: AT,
+  historyAvailable: true,
   api: component('api', 'API', '1 of 1 models not operational'),
   models: [component('evil/x', HOSTILE, HOSTILE)],
   changes: [change],
@@ -83,5 +84,12 @@ describe('renderings', () => {
     const body = JSON.parse(renderJson(snapshot)) as { models: Array<{ name: string }>; status: string };
     expect(body.models[0]?.name).toBe(HOSTILE);
     expect(body.status).toBe('offline');
+  });
+
+  it('says so when the history could not be read', () => {
+    const missing = { ...snapshot, historyAvailable: false };
+    expect(renderHtml(missing)).toContain('The status history cannot be read right now');
+    expect(renderHtml(snapshot)).not.toContain('cannot be read');
+    expect(JSON.parse(renderJson(missing)).history_available).toBe(false);
   });
 });

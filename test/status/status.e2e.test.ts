@@ -73,6 +73,7 @@ models:
 
 interface StatusJson {
   generated_at: string;
+  history_available: boolean;
   status: string;
   api: Component;
   models: Component[];
@@ -125,6 +126,7 @@ async function scenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
 
   const before = await statusJson(g);
   expect(before.status).toBe('operational');
+  expect(before.history_available).toBe(true);
   expect(before.models.map((m) => m.id)).toEqual(['acme/chat', 'evil/name']);
   expect(before.api.uptime['24h']?.buckets).toHaveLength(24);
   expect(before.api.uptime['7d']?.buckets).toHaveLength(7);
@@ -243,5 +245,35 @@ describeRedis('status page, distributed mode (Redis history)', () => {
   it('shows a model going offline and back, read from the Redis stream', async () => {
     redis = await startRedis();
     await scenario({ REDIS_URL: redis.url });
+  }, 60_000);
+
+  it('still answers when Redis is down, saying the history cannot be read', async () => {
+    redis = await startRedis();
+    const g = await start({ REDIS_URL: redis.url });
+    expect((await statusJson(g)).history_available).toBe(true);
+    await redis.stop();
+    const body = await waitFor(
+      'the page to report the history missing',
+      async () => {
+        const json = await statusJson(g);
+        return json.history_available ? undefined : json;
+      },
+      20_000,
+      250,
+    );
+    expect(body.models.map((m) => [m.id, m.status])).toEqual([
+      ['acme/chat', 'operational'],
+      ['evil/name', 'operational'],
+    ]);
+    const html = await (await fetch(`${g.origin}/status`)).text();
+    expect(html).toContain('The status history cannot be read right now');
+    // Back up: the page reads the history again (and Gantry's shutdown finds its Redis).
+    await redis?.start();
+    await waitFor(
+      'the history readable again',
+      async () => ((await statusJson(g)).history_available ? true : undefined),
+      20_000,
+      250,
+    );
   }, 60_000);
 });
