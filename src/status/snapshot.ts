@@ -123,7 +123,12 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
     const timeline = timelineOf(mine, m.status, start);
     timelines.push(timeline);
     views.push({ ...m, uptime: windowsOf(timeline, now) });
-    for (const c of mine) {
+    // Oldest first, skipping a change to the status already held: in Redis mode several instances
+    // record the same change, and the feed shows it once (the first instance that saw it).
+    let held = timeline.initial;
+    for (const c of [...mine].sort((x, y) => x.at - y.at)) {
+      if (c.to === held) continue;
+      held = c.to;
       changes.push({
         component: m.id,
         name: m.name,
