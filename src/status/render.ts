@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ChangeView, ComponentView, Snapshot, WindowView } from './snapshot.js';
+import { API_ID, type ChangeView, type ComponentView, type Snapshot, type WindowView } from './snapshot.js';
 import type { Status } from './uptime.js';
 
 /** Text for HTML and XML, element content and quoted attributes alike. */
@@ -101,7 +101,7 @@ function component(c: ComponentView, headingId: string, heading: 'h2' | 'h3'): s
   const parts = [
     `<section class="${c.status}" aria-labelledby="${headingId}"><div class="head">`,
     `<${heading} id="${headingId}">${text(c.name)}</${heading}>`,
-    c.id === c.name ? '' : `<code>${text(c.id)}</code>`,
+    c.id === API_ID || c.id === c.name ? '' : `<code>${text(c.id)}</code>`,
     `<span class="badge">${LABEL[c.status]}</span></div>`,
     c.reason === null ? '' : `<p class="reason">${text(c.reason)}</p>`,
   ];
