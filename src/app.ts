@@ -31,6 +31,7 @@ import { createRouting } from './routing/setup.js';
 import type { Safety } from './safety/engine.js';
 import { buildClassifiers, closeClassifiers } from './safety/registry.js';
 import { createServices } from './services.js';
+import { registerStatusRoutes } from './status/routes.js';
 import type { SqliteStore } from './store/sqlite.js';
 
 declare module 'fastify' {
@@ -193,6 +194,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   registerBackendCallbackRoutes(app, backends, config.server.callbackBodyLimitBytes);
   if (role !== 'worker') {
     registerModelRoutes(app, gantry);
+    registerStatusRoutes(app, gantry);
     registerChatRoutes(app, gantry);
     registerResponsesRoutes(app, gantry);
     registerEmbeddingRoutes(app, gantry);
