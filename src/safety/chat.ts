@@ -10,8 +10,8 @@ import {
   type ActiveSafety,
   checkCompletion,
   checkPrompt,
+  countedCheck,
   promptFilterResults,
-  recordCheck,
   type SafetyCheck,
   type SafetyOutcome,
 } from './engine.js';
@@ -89,23 +89,14 @@ export async function checkChatPrompt(
   masked: number,
   signal?: AbortSignal,
 ): Promise<SafetyCheck> {
-  const started = performance.now();
-  const check = await checkPrompt(
-    ctx.active,
-    chatPromptParts(messages),
-    signal,
-    masked > 0 ? { harm: {}, detected: { pii: true } } : undefined,
+  return countedCheck(ctx.metrics, ctx.outcome, 'chat', 'prompt', ctx.active.classifier.name, () =>
+    checkPrompt(
+      ctx.active,
+      chatPromptParts(messages),
+      signal,
+      masked > 0 ? { harm: {}, detected: { pii: true } } : undefined,
+    ),
   );
-  recordCheck(
-    ctx.metrics,
-    ctx.outcome,
-    'chat',
-    'prompt',
-    ctx.active.classifier.name,
-    check,
-    (performance.now() - started) / 1000,
-  );
-  return check;
 }
 
 /** Checks one completion text and counts the check. */
@@ -114,18 +105,9 @@ export async function checkChatCompletion(
   text: string,
   signal?: AbortSignal,
 ): Promise<SafetyCheck> {
-  const started = performance.now();
-  const check = await checkCompletion(ctx.completion, text, signal);
-  recordCheck(
-    ctx.metrics,
-    ctx.outcome,
-    'chat',
-    'completion',
-    ctx.active.classifier.name,
-    check,
-    (performance.now() - started) / 1000,
+  return countedCheck(ctx.metrics, ctx.outcome, 'chat', 'completion', ctx.active.classifier.name, () =>
+    checkCompletion(ctx.completion, text, signal),
   );
-  return check;
 }
 
 /**

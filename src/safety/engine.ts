@@ -216,6 +216,21 @@ export function recordCheck(
   if (check.blocked) outcome.blocked = true;
 }
 
+/** Runs one check, timed, and counts it (recordCheck) for `api` and `stage`. */
+export async function countedCheck(
+  metrics: Metrics,
+  outcome: SafetyOutcome,
+  api: SafetyApi,
+  stage: 'prompt' | 'completion',
+  classifier: string,
+  run: () => Promise<SafetyCheck>,
+): Promise<SafetyCheck> {
+  const started = performance.now();
+  const check = await run();
+  recordCheck(metrics, outcome, api, stage, classifier, check, (performance.now() - started) / 1000);
+  return check;
+}
+
 export function newSafetyOutcome(): SafetyOutcome {
   return { flagged: new Set(), blocked: false, redacted: 0 };
 }

@@ -18,7 +18,7 @@ import {
   blockedPromptError,
   checkCompletion,
   checkPrompt,
-  recordCheck,
+  countedCheck,
   type SafetyCheck,
   type SafetyOutcome,
 } from './engine.js';
@@ -106,19 +106,16 @@ function maskParts(parts: unknown[], redactor: Redactor, source: 'prompt' | 'doc
  */
 export async function checkResponsesPrompt(s: ResponsesSafety, req: JsonObject): Promise<ContentFilterEntry> {
   const parts = responsesPromptParts(req.instructions, req.input);
-  const started = performance.now();
   // Personal data masked before the check is no longer in the text: the results still report it found.
   const known: Findings | undefined =
     s.outcome.redacted > 0 ? { harm: {}, detected: { pii: true } } : undefined;
-  const check = await checkPrompt(s.active, parts, s.signal, known);
-  recordCheck(
+  const check = await countedCheck(
     s.metrics,
     s.outcome,
     'responses',
     'prompt',
     s.active.classifier.name,
-    check,
-    (performance.now() - started) / 1000,
+    () => checkPrompt(s.active, parts, s.signal, known),
   );
   if (check.blocked) throw blockedPromptError(check);
   let length = 0;
@@ -128,18 +125,9 @@ export async function checkResponsesPrompt(s: ResponsesSafety, req: JsonObject):
 
 /** Checks one completion text and counts it. */
 export async function checkCompletionText(s: ResponsesSafety, text: string): Promise<SafetyCheck> {
-  const started = performance.now();
-  const check = await checkCompletion(s.active, text, s.signal);
-  recordCheck(
-    s.metrics,
-    s.outcome,
-    'responses',
-    'completion',
-    s.active.classifier.name,
-    check,
-    (performance.now() - started) / 1000,
+  return countedCheck(s.metrics, s.outcome, 'responses', 'completion', s.active.classifier.name, () =>
+    checkCompletion(s.active, text, s.signal),
   );
-  return check;
 }
 
 /**
