@@ -1,12 +1,20 @@
-import Fastify, { type FastifyInstance, type FastifyServerOptions, LogController } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyRequest,
+  type FastifyServerOptions,
+  LogController,
+} from 'fastify';
 import { createProvider, INFERENCE_KINDS } from '../providers/index.js';
 import type { InferenceProvider } from '../providers/types.js';
+import { createControlPlane } from './admin/plane.js';
+import { registerAdminRoutes } from './admin/routes.js';
 import { Authenticator, type Principal } from './auth/authenticate.js';
 import { LocalDiskBlobStore } from './blobs/local.js';
 import { registerBlobRoutes } from './blobs/routes.js';
 import { FILES_PATH } from './blobs/signed-url.js';
 import { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
+import { registerConsoleRoutes } from './console/routes.js';
 import type { Gantry } from './context.js';
 import { clientError, frameworkError, installErrorHandling, MAX_PARAM_LENGTH } from './error-handler.js';
 import { GantryError } from './errors.js';
@@ -16,6 +24,8 @@ import { INFERENCE_ROUTES } from './fast-path/routes.js';
 import { fastPathServerFactory } from './fast-path/server.js';
 import { checkJsonDepth } from './json-depth.js';
 import { loggerOptions } from './logger.js';
+import { OPENAPI_PATH } from './openapi/path.js';
+import { registerOpenApi } from './openapi/routes.js';
 import { createBackends, createPredictions, loadModelSchemas, type Role } from './predictions/setup.js';
 import { parseQuery, repeatedParameter } from './query.js';
 import { requestTracker } from './request-tracking.js';
@@ -32,6 +42,7 @@ import type { Safety } from './safety/engine.js';
 import { buildClassifiers, closeClassifiers } from './safety/registry.js';
 import { createServices } from './services.js';
 import { registerStatusRoutes } from './status/routes.js';
+import { registerSubscribeRoutes } from './status/subscribe-routes.js';
 import type { SqliteStore } from './store/sqlite.js';
 
 declare module 'fastify' {
@@ -113,6 +124,11 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     log: app.log,
     publicUrl,
   });
+  const routing = createRouting(config, store, services.metrics, app.log);
+  const plane = createControlPlane(
+    { config, store, catalog, routing, metrics: services.metrics, log: app.log, publicUrl },
+    predictions.deps.secretKey,
+  );
   const gantry: Gantry = {
     config,
     store,
@@ -122,7 +138,8 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     auth: new Authenticator(store),
     predictions,
     safety,
-    routing: createRouting(config, store, services.metrics, app.log),
+    routing,
+    plane,
   };
   const metrics = gantry.services.metrics;
 
@@ -174,7 +191,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
       });
     }
     if ((request.url.startsWith('/v1/') || request.url === '/v1') && !request.url.startsWith(FILES_PATH)) {
-      request.principal = gantry.auth.authenticate(request);
+      if (request.url !== OPENAPI_PATH) request.principal = authenticateV1(gantry, request);
     }
     const repeated = repeatedParameter(request.query);
     if (repeated) throw repeated;
@@ -190,11 +207,16 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     }
   });
 
+  // Before the routes: the document is built from the schemas of the routes registered after it.
+  if (role !== 'worker') await registerOpenApi(app, gantry);
   registerMetricsRoute(app, gantry);
   registerBackendCallbackRoutes(app, backends, config.server.callbackBodyLimitBytes);
   if (role !== 'worker') {
     registerModelRoutes(app, gantry);
     registerStatusRoutes(app, gantry);
+    registerSubscribeRoutes(app, gantry);
+    registerAdminRoutes(app, gantry);
+    registerConsoleRoutes(app, gantry);
     registerChatRoutes(app, gantry);
     registerResponsesRoutes(app, gantry);
     registerEmbeddingRoutes(app, gantry);
@@ -219,10 +241,28 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     await gantry.services.usage.flush();
     await predictions.close();
     await gantry.routing.close();
+    await plane.close();
     await gantry.services.close();
     await Promise.all([...providers.values()].map((p) => p.close()));
     await closeClassifiers(safety.classifiers);
   });
 
   return { app, gantry, routes };
+}
+
+/**
+ * The caller of a /v1 route: an API key (x-api-key or Bearer), else a console session's cookie with its
+ * CSRF token (the playground and the prediction form, README "Console"), else 401.
+ */
+function authenticateV1(gantry: Gantry, request: FastifyRequest): Principal {
+  const headers = request.headers;
+  if (
+    headers.authorization === undefined &&
+    headers['x-api-key'] === undefined &&
+    headers.cookie !== undefined
+  ) {
+    const principal = gantry.plane.auth.principalFromSession(request);
+    if (principal !== undefined) return principal;
+  }
+  return gantry.auth.authenticate(request);
 }

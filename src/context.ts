@@ -1,4 +1,5 @@
 import type { InferenceProvider } from '../providers/types.js';
+import type { ControlPlane } from './admin/plane.js';
 import type { Authenticator } from './auth/authenticate.js';
 import type { Catalog } from './catalog.js';
 import type { GantryConfig } from './config/types.js';
@@ -24,4 +25,6 @@ export interface Gantry {
   safety: Safety;
   /** Deployment choice, circuit breakers and derived model status (README, "Routing and health"). */
   routing: Routing;
+  /** Admin keys and console sessions, audit log, usage queries, incidents, overrides, subscribers. */
+  plane: ControlPlane;
 }

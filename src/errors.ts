@@ -51,6 +51,7 @@ const catalog = {
   MODEL_NOT_ACTIVE: { status: 403, type: 'permission_error', message: 'Model is not active' },
   MODEL_NOT_BILLABLE: { status: 403, type: 'permission_error', message: 'Model has no billable price' },
   PARAMETER_NOT_ALLOWED: { status: 403, type: 'permission_error', message: 'Restricted parameter' },
+  FORBIDDEN: { status: 403, type: 'permission_error', message: 'Not allowed' },
   NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Not found' },
   MODEL_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Model not found' },
   RESPONSE_NOT_FOUND: { status: 404, type: 'not_found_error', message: 'Response not found' },

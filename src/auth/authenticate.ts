@@ -6,6 +6,8 @@ import { hashKey } from './keys.js';
 export interface Principal {
   account: Account;
   key: ApiKeyRecord;
+  /** `session`: a console session's call (README, "Console"), made with the session's key. */
+  via?: 'session';
 }
 
 const FLUSH_EVERY_MS = 5_000;

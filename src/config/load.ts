@@ -19,6 +19,7 @@ import type {
   StorageSettings,
   TierConfig,
 } from './types.js';
+import { buildWeb, type RawWeb } from './web.js';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -111,7 +112,7 @@ interface RawProvider {
   allow_private_outputs?: boolean;
 }
 
-interface RawConfig {
+interface RawConfig extends RawWeb {
   server?: {
     host?: string;
     port?: number;
@@ -329,6 +330,7 @@ function build(raw: RawConfig, source: string, env: NodeJS.ProcessEnv): GantryCo
       probes: buildProbes(raw.routing?.probes),
       historyLimit: raw.routing?.history?.max_entries ?? 10_000,
     },
+    web: buildWeb(raw, env, fail),
     redisUrl: env.REDIS_URL || raw.redis?.url || undefined,
   };
 }

@@ -1,3 +1,5 @@
+import { webSchema } from './web.js';
+
 /**
  * JSON Schema of the YAML configuration file. ajv checks the file against it at start, so every mistake is
  * reported with its path before Gantry binds a port.
@@ -372,6 +374,7 @@ export const configSchema = {
         },
       },
     },
+    ...webSchema,
     predictions: {
       type: 'object',
       additionalProperties: false,

@@ -1,6 +1,7 @@
 import type { ProviderConfig } from '../../providers/types.js';
 import type { SexualCutoffs } from '../safety/image/mapping.js';
 import type { PolicyTable } from '../safety/policy.js';
+import type { WebSettings } from './web.js';
 
 export type Api = 'chat' | 'responses' | 'embeddings' | 'other';
 
@@ -251,6 +252,8 @@ export interface GantryConfig {
   safety: SafetySettings;
   /** Probes and the status history (each model's routing settings are on its entry). */
   routing: { probes: ProbeSettings; historyLimit: number };
+  /** Admin keys, the console and the status page's incidents and e-mail (config/web.ts). */
+  web: WebSettings;
   /** REDIS_URL or redis.url: set means distributed mode (shared limits, usage stream, credits). */
   redisUrl: string | undefined;
 }

@@ -81,6 +81,8 @@ export class FastPath {
     if (handler === undefined) return false;
     const headers = req.headers;
     if (headers['transfer-encoding'] !== undefined || !JSON_TYPES.has(headers['content-type'])) return false;
+    // No key: fastify answers (a console session's call, or the 401).
+    if (headers.authorization === undefined && headers['x-api-key'] === undefined) return false;
     // Empty and oversized bodies get fastify's own errors (after authentication, as there).
     const length = Number(headers['content-length']);
     if (!(length > 0 && length <= this.bodyLimit)) return false;

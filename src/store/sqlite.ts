@@ -172,6 +172,11 @@ export class SqliteStore implements Store {
     };
   }
 
+  getKey(id: string): ApiKeyRecord | undefined {
+    const row = this.stmt.keyById.get(id) as KeyRow | undefined;
+    return row && toKey(row);
+  }
+
   listKeys(accountId?: string): ApiKeyRecord[] {
     const rows = (accountId ? this.stmt.listKeysOf.all(accountId) : this.stmt.listKeys.all()) as KeyRow[];
     return rows.map(toKey);

@@ -46,6 +46,7 @@ export interface Store {
   addKey(accountId: string, name: string, keyHash: string, prefix: string): ApiKeyRecord;
   /** The live key with this hash and its account, or undefined (unknown or revoked). */
   findKeyByHash(keyHash: string): { key: ApiKeyRecord; account: Account } | undefined;
+  getKey(id: string): ApiKeyRecord | undefined;
   listKeys(accountId?: string): ApiKeyRecord[];
   /** true when a live key was revoked. */
   revokeKey(id: string): boolean;
