@@ -123,7 +123,7 @@ async function firstTurn(stream: boolean): Promise<{
 
 /** What Anthropic received for the continuation: the signed thinking block first in the tool turn. */
 function expectThinkingSentBack(): void {
-  const messages = (fake.requests.at(-1)?.body as JsonObject).messages as JsonObject[];
+  const messages = (fake.requests.at(-1) as { body: JsonObject }).body.messages as JsonObject[];
   expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user']);
   const thought = anthropicFakeThinking(PROMPT);
   expect(messages[1]?.content).toEqual([
@@ -201,7 +201,7 @@ describe.each([false, true])(
           { type: 'function_call_output', call_id: call.call_id, output: RESULT },
         ],
       });
-      const messages = (fake.requests.at(-1)?.body as JsonObject).messages as JsonObject[];
+      const messages = (fake.requests.at(-1) as { body: JsonObject }).body.messages as JsonObject[];
       const thought = anthropicFakeThinking(PROMPT);
       expect(messages[1]?.content).toEqual([
         { type: 'thinking', thinking: thought, signature: anthropicFakeSignature(thought) },
