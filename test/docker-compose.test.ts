@@ -109,6 +109,8 @@ describe('docker-compose.yml', () => {
     expect(command).toContain('--appendonly');
     expect(option('--appendonly')).toBe('yes');
     expect(['everysec', 'always']).toContain(option('--appendfsync'));
+    // BullMQ needs Redis to keep every key: noeviction, Redis' default, unless the command changes it.
+    if (command.includes('--maxmemory-policy')) expect(option('--maxmemory-policy')).toBe('noeviction');
     // The redis image keeps its AOF under /data: that must be a volume, or a new container starts empty.
     const volume = volumeHolding(redis, '/data');
     expect(volume).toBeDefined();
