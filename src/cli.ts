@@ -303,11 +303,10 @@ async function credits(
   if (!config.redisUrl && hasOldLedgerTables(store.handle)) {
     // Moving them here would pull them from under an older server still running on this data dir.
     store.close();
-    process.stderr.write(
-      'gantry: this data dir still keeps its credits in gantry.db, as Gantry before 0.2 did; stop any older\n' +
-        'server on it and start `gantry serve` once (it moves them to ledger.db), then run this again\n',
+    throw new CliError(
+      'credits are still in gantry.db (Gantry before 0.2): stop any older server on this data dir, run ' +
+        '`gantry serve` once to move them to ledger.db, then run this again',
     );
-    return 1;
   }
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 1 }) : undefined;
   const ledgerDb = redis ? undefined : openLedgerFile(join(config.server.dataDir, 'ledger.db'));
