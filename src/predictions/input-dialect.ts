@@ -129,7 +129,8 @@ function mapSubschemasNamed(
  * pydantic v2 (Cog 0.10+ on pydantic 2, and the Rust server) writes an optional input as
  * `anyOf: [{...}, {type: null}]` or `type: [..., "null"]`; pydantic v1 (Cog <= 0.9's default) never
  * lists null (an optional input is just not required, `default: null` at most). A schema with an
- * input in the v2 shape is v2; any other is read as v1, whose conversions are the wider ones.
+ * input that lists null (those shapes, or OpenAPI 3.0's `nullable`, which pydantic v1 never writes) is
+ * read as v2; any other as v1, whose conversions are the wider ones.
  */
 export function pydanticGeneration(schema: JsonObject): Pydantic {
   const properties = isJsonObject(schema.properties) ? Object.values(schema.properties) : [];
@@ -137,7 +138,8 @@ export function pydanticGeneration(schema: JsonObject): Pydantic {
   const v2 = properties.some(
     (p) =>
       isJsonObject(p) &&
-      ((Array.isArray(p.type) && p.type.includes('null')) ||
+      (p.nullable === true ||
+        (Array.isArray(p.type) && p.type.includes('null')) ||
         (Array.isArray(p.anyOf) && p.anyOf.some(isNull)) ||
         (Array.isArray(p.oneOf) && p.oneOf.some(isNull))),
   );

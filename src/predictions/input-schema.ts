@@ -20,7 +20,7 @@
  *   its schema is filled in (so `Prediction.input` shows it); one that does not (`default: null` on a
  *   non-nullable input, a file name on a `format: uri` input, 7.5 on an integer) is left out, and the
  *   backend applies its own default. A client that sends exactly such a default gets it passed on
- *   unchecked and unconverted, as sent.
+ *   unchecked and unconverted, as sent (except a default outside the input's `enum`).
  * - Formats: `uri` accepts http(s) URLs and data: URIs (what a backend can fetch or decode); `password`
  *   accepts any string; formats Gantry does not know are not checked.
  */
@@ -114,10 +114,11 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
   const pydantic = options.pydantic ?? pydanticGeneration(schema);
   const readings = fieldReadings(prepProperties, required, pydantic);
   const defaults = usableDefaults(ajv, prepProperties);
-  // Defaults that break their own schema: a client sending exactly one gets it through unchecked. A null
-  // one is not among them: null already means "left out" for such an input (input-coercion.ts).
+  // Defaults that break their own schema: a client sending exactly one gets it through unchecked. Not a
+  // null one (null already means "left out" for such an input, input-coercion.ts), nor one outside the
+  // input's choices (Cog checks a sent value against its choices whoever wrote it).
   const ownDefaults = Object.entries(prepProperties).flatMap(([name, property]) =>
-    isJsonObject(property) && property.default != null && !defaults.has(name)
+    isJsonObject(property) && property.default != null && !defaults.has(name) && !('enum' in property)
       ? [[name, property.default] as const]
       : [],
   );
