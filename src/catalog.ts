@@ -56,6 +56,24 @@ export class Catalog {
     this.ordered[this.ordered.indexOf(model)] = updated;
   }
 
+  /**
+   * A model taken offline at start whose schemas have since loaded (src/predictions/setup.ts): back to
+   * `status` (its configured one), without `status_reason`, and shown with its entry as it is now.
+   */
+  bringOnline(namespace: string, status: ModelEntry['status']): void {
+    const model = this.byNamespace.get(namespace);
+    if (!model) return;
+    if (status === undefined) delete model.entry.status;
+    else model.entry.status = status;
+    delete model.entry.status_reason;
+    const updated: CatalogModel = {
+      entry: model.entry,
+      view: Object.freeze(toView(model.entry, this.createdAt)),
+    };
+    this.byNamespace.set(namespace, updated);
+    this.ordered[this.ordered.indexOf(model)] = updated;
+  }
+
   /** The model if it exists and the account may use it. */
   get(namespace: string, account: Account): CatalogModel | undefined {
     const model = this.byNamespace.get(namespace);
