@@ -30,7 +30,7 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isJsonObject, mapSubschemas } from '../../providers/predictions/cog-openapi.js';
 import type { JsonObject } from '../../providers/predictions/types.js';
 import { coerceInput, fieldReadings } from './input-coercion.js';
-import { pydanticGeneration, toAjvDialect } from './input-dialect.js';
+import { toAjvDialect } from './input-dialect.js';
 import { fileFields } from './input-files.js';
 
 /** What a secret input's value is replaced with wherever a prediction is shown, logged or stored. */
@@ -77,7 +77,10 @@ export interface CompileOptions {
   unknownInputs?: 'refuse' | 'drop';
   /** Receives a note per repair made to the schema (input-dialect.ts), for the start-up log. */
   repairs?: string[];
-  /** Whose conversions apply; by default worked out from the schema (input-dialect.ts). */
+  /**
+   * Whose lax conversions apply (input-coercion.ts): by default pydantic v2's, the narrower; a schema a
+   * Cog server published gets its own (input-dialect.ts `pydanticGeneration`, src/predictions/setup.ts).
+   */
   pydantic?: 'v1' | 'v2';
 }
 
@@ -111,7 +114,7 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
   const properties = isJsonObject(schema.properties) ? schema.properties : {};
   const prepProperties = isJsonObject(dialect.properties) ? dialect.properties : {};
   const required = Array.isArray(dialect.required) ? dialect.required.filter(isString) : [];
-  const pydantic = options.pydantic ?? pydanticGeneration(schema);
+  const pydantic = options.pydantic ?? 'v2';
   const readings = fieldReadings(prepProperties, required, pydantic);
   const defaults = usableDefaults(ajv, prepProperties);
   // Defaults that break their own schema: a client sending exactly one gets it through unchecked. Not a

@@ -18,6 +18,7 @@ import { MemoryEventBus } from './bus-memory.js';
 import { RedisEventBus } from './bus-redis.js';
 import type { PredictionDeps } from './context.js';
 import { WebhookDeliverer } from './deliveries.js';
+import { pydanticGeneration } from './input-dialect.js';
 import { compileInputSchema, type InputValidator } from './input-schema.js';
 import { BullJobQueue } from './queue-bullmq.js';
 import { MemoryJobQueue } from './queue-memory.js';
@@ -84,6 +85,14 @@ export interface PendingSchemas {
   output: boolean;
 }
 
+/**
+ * Models whose input schema Gantry read from their Cog server, i.e. pydantic wrote it: their inputs are
+ * converted as that pydantic generation converts them (input-dialect.ts `pydanticGeneration`). A schema
+ * written in the catalog, or a local model's, gets pydantic v2's narrower rules. Keyed by the entry so
+ * the config types stay as they are.
+ */
+const COG_WRITTEN = new WeakSet<ModelEntry>();
+
 /** Retries of a schema fetch that failed: 1 s, then doubling with jitter up to a minute. */
 const SCHEMA_RETRY = { baseMs: 1_000, maxMs: 60_000 };
 
@@ -135,6 +144,7 @@ export async function loadModelSchemas(
     } else if (!backend) {
       schemas = { input: TEXT_INPUT_SCHEMA, output: TEXT_OUTPUT_SCHEMA };
     }
+    if (backend?.kind === 'cog' && model.input_schema === undefined && schemas?.input) COG_WRITTEN.add(model);
     model.input_schema ??= schemas?.input ?? { type: 'object', properties: {} };
     model.output_schema ??= schemas?.output ?? DEFAULT_OUTPUT_SCHEMA;
   }
@@ -195,7 +205,10 @@ export function retrySchemas(pending: readonly PendingSchemas[], target: SchemaR
     try {
       const repairs: string[] = [];
       const options = { repairs, ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}) };
-      validator = compileInputSchema(input ?? { type: 'object' }, options);
+      validator = compileInputSchema(input ?? { type: 'object' }, {
+        ...options,
+        pydantic: pydanticOf(model, input ?? {}, item.input && item.backend.kind === 'cog'),
+      });
       if (repairs.length > 0)
         target.log.warn({ model: model.namespace, repairs }, 'model input schema repaired');
     } catch (error) {
@@ -208,6 +221,7 @@ export function retrySchemas(pending: readonly PendingSchemas[], target: SchemaR
       return;
     }
     if (item.input) model.input_schema = input;
+    if (item.input && item.backend.kind === 'cog' && schemas?.input) COG_WRITTEN.add(model);
     if (item.output) model.output_schema = schemas?.output ?? DEFAULT_OUTPUT_SCHEMA;
     target.validators.set(model.namespace, validator);
     target.promptFields.set(model.namespace, promptFieldsOf(model.input_schema ?? {}, validator));
@@ -238,7 +252,11 @@ export function compileValidators(
     const repairs: string[] = [];
     try {
       const schema = model.input_schema ?? { type: 'object' };
-      const options = { repairs, ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}) };
+      const options = {
+        repairs,
+        pydantic: pydanticOf(model, schema),
+        ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}),
+      };
       validators.set(model.namespace, compileInputSchema(schema, options));
     } catch (error) {
       const reason = (error as Error).message;
@@ -249,6 +267,11 @@ export function compileValidators(
     if (repairs.length > 0) log.warn({ model: model.namespace, repairs }, 'model input schema repaired');
   }
   return validators;
+}
+
+/** The pydantic whose conversions a model's inputs get (see COG_WRITTEN). */
+function pydanticOf(model: ModelEntry, schema: Record<string, unknown>, fromCog = false): 'v1' | 'v2' {
+  return fromCog || COG_WRITTEN.has(model) ? pydanticGeneration(schema) : 'v2';
 }
 
 export interface Predictions {

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { GantryError } from '../../src/errors.js';
 import { coerceScalar } from '../../src/predictions/input-coercion.js';
+import { pydanticGeneration } from '../../src/predictions/input-dialect.js';
 import { compileInputSchema, type InputValidation } from '../../src/predictions/input-schema.js';
 import { cancelAfterMs, preferWaitMs } from '../../src/predictions/request-headers.js';
 
@@ -117,11 +118,27 @@ describe("pydantic v1's wider conversions, for a schema pydantic v1 wrote", () =
     mode: { type: 'string', enum: ['1', '2'] },
   };
   // Cog <= 0.9 (pydantic v1): an optional input is only left out of `required`.
-  const v1 = compileInputSchema({ type: 'object', properties });
+  const v1Schema = { type: 'object', properties };
   // pydantic v2 writes an optional input as anyOf with null.
-  const v2 = compileInputSchema({
+  const v2Schema = {
     type: 'object',
     properties: { ...properties, seed: { anyOf: [{ type: 'integer' }, { type: 'null' }], default: null } },
+  };
+  // As Gantry compiles a schema read from a Cog server (src/predictions/setup.ts).
+  const fromCog = (schema: Record<string, unknown>) =>
+    compileInputSchema(schema, { pydantic: pydanticGeneration(schema) });
+  const v1 = fromCog(v1Schema);
+  const v2 = fromCog(v2Schema);
+
+  it('tells the generations apart by whether an input lists null', () => {
+    expect(pydanticGeneration(v1Schema)).toBe('v1');
+    expect(pydanticGeneration(v2Schema)).toBe('v2');
+    expect(pydanticGeneration({ properties: { a: { type: ['integer', 'null'] } } })).toBe('v2');
+    expect(pydanticGeneration({ properties: { a: { type: 'string', nullable: true } } })).toBe('v2');
+  });
+
+  it('gives a schema not read from a Cog server (the catalog, a local model) the narrower v2 rules', () => {
+    expect(refusedFields(compileInputSchema(v1Schema).validate({ prompt: 7 }))).toEqual(['prompt']);
   });
 
   it('makes text of a number or boolean for a plain text input, as str(v)', () => {

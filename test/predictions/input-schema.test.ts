@@ -127,7 +127,6 @@ const video = schemasFromCogOpenApi(
 );
 
 const fluxValidator = compileInputSchema(flux.input);
-const fluxV2Validator = compileInputSchema(flux.input, { pydantic: 'v2' });
 const partnerValidator = compileInputSchema(partner.input);
 const videoValidator = compileInputSchema(video.input);
 
@@ -274,8 +273,7 @@ describe('compileInputSchema: failures', () => {
       { field: 'num_output', message: 'is not an input of this model' },
     ],
   ])('reports %s', (_case, input, expected) => {
-    // pydantic v2's conversions (v1 truncates a fraction for an integer: input-compat.test.ts).
-    expect(failures(fluxV2Validator.validate(input))).toEqual([expected]);
+    expect(failures(fluxValidator.validate(input))).toEqual([expected]);
   });
 
   it.each([
