@@ -40,8 +40,8 @@ export class Catalog {
   }
 
   /**
-   * At start, before serving: a model Gantry cannot serve (its input schema does not compile) is shown
-   * `offline` with `status_reason`, and refused on use; the others are untouched.
+   * A model Gantry cannot serve (its input schema does not compile, its schemas cannot be read yet) is
+   * shown `offline` with `status_reason`, and refused on use; the others are untouched.
    */
   takeOffline(namespace: string, reason: string): void {
     const model = this.byNamespace.get(namespace);

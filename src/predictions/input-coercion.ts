@@ -1,8 +1,9 @@
 /**
  * The conversions Python Cog's input validation (pydantic, lax mode) makes before it checks a value, so
  * that Gantry accepts what a Cog server accepts and passes the converted value on (README.md,
- * Predictions, "How inputs are read"). Which pydantic depends on the schema (input-dialect.ts,
- * `pydanticGeneration`): v1 (Cog <= 0.9's default) converts more than v2.
+ * Predictions, "How inputs are read"). Which pydantic: for a schema read from a Cog server, the one that
+ * wrote it (input-dialect.ts `pydanticGeneration`, setup.ts); v2 otherwise. v1 (Cog <= 0.9's default)
+ * converts more than v2.
  * Both:
  * - integer: a string of an integer with optional sign and surrounding spaces (`"1024"`, `" 7 "`), or a
  *   number without a fractional part (`3.0`); never `"3.5"` or `"1e3"`.
