@@ -5,7 +5,10 @@ import { toStreamFields } from './redis-fields.js';
 import { LuaScript } from './redis-script.js';
 import type { UsageSink } from './sink.js';
 
-/** Hash-tagged so the stream and its seen-markers share one Cluster slot (one script touches both). */
+/**
+ * Hash-tagged so the stream, its seen-markers and its day totals share one Cluster slot (one script touches
+ * all of them).
+ */
 export const DEFAULT_USAGE_STREAM = 'gantry:{usage}';
 
 /** How long a day's usage totals are kept by default: a year and a bit, so a year ago can be compared. */
