@@ -120,7 +120,7 @@ export class MailQueue {
       await transport.sendMail({ ...job.mail, from });
       log.debug({ to: maskEmail(job.mail.to), attempt: job.attempt }, 'status mail sent');
     } catch (error) {
-      const detail = this.describe(error, job.mail.to);
+      const detail = describeMailError(error, this.secrets, job.mail.to);
       const permanent = isPermanent(error);
       if (permanent || job.attempt >= this.maxAttempts || this.closed) {
         log.error(
@@ -143,20 +143,24 @@ export class MailQueue {
       this.retries.add(timer);
     }
   }
+}
 
-  /** The error for a log line: its code and SMTP reply, without credentials or the full address. */
-  private describe(error: unknown, to: string): Record<string, unknown> {
-    const e = (error ?? {}) as { code?: unknown; responseCode?: unknown; message?: unknown };
-    let message = typeof e.message === 'string' ? e.message : String(error);
-    for (const secret of this.secrets) message = message.split(secret).join('[redacted]');
-    // Relays echo the recipient in their replies ("550 <bob@example.com>: no such user").
-    message = message.split(to).join(maskEmail(to)).slice(0, 300);
-    return {
-      err: message,
-      ...(typeof e.code === 'string' ? { code: e.code } : {}),
-      ...(typeof e.responseCode === 'number' ? { smtp_code: e.responseCode } : {}),
-    };
-  }
+/** An error for a log line: its code and SMTP reply, without credentials or the full address. */
+export function describeMailError(
+  error: unknown,
+  secrets: readonly string[],
+  to?: string,
+): Record<string, unknown> {
+  const e = (error ?? {}) as { code?: unknown; responseCode?: unknown; message?: unknown };
+  let message = typeof e.message === 'string' ? e.message : String(error);
+  for (const secret of secrets) if (secret.length >= 3) message = message.split(secret).join('[redacted]');
+  // Relays echo the recipient in their replies ("550 <bob@example.com>: no such user").
+  if (to) message = message.split(to).join(maskEmail(to));
+  return {
+    err: message.slice(0, 300),
+    ...(typeof e.code === 'string' ? { code: e.code } : {}),
+    ...(typeof e.responseCode === 'number' ? { smtp_code: e.responseCode } : {}),
+  };
 }
 
 /** A 5xx reply will not change by trying again (a 4xx, a timeout or a lost connection may). */
@@ -165,8 +169,15 @@ function isPermanent(error: unknown): boolean {
   return typeof code === 'number' && code >= 500 && code < 600;
 }
 
-/** A pooled nodemailer transport to `smtpUrl` (smtp:// or smtps://, credentials in the URL). */
-export function smtpTransport(smtpUrl: string, maxConnections: number): MailTransport {
+/**
+ * A pooled nodemailer transport to `smtpUrl` (smtp:// or smtps://, credentials in the URL). `onError`
+ * gets the pool's own errors (outside any send), which would otherwise end the process.
+ */
+export function smtpTransport(
+  smtpUrl: string,
+  maxConnections: number,
+  onError: (error: Error) => void,
+): MailTransport {
   const transport = nodemailer.createTransport({
     url: smtpUrl,
     pool: true,
@@ -178,6 +189,7 @@ export function smtpTransport(smtpUrl: string, maxConnections: number): MailTran
     logger: false,
     debug: false,
   });
+  transport.on('error', onError);
   return {
     sendMail: (mail) => transport.sendMail(mail),
     close: () => transport.close(),

@@ -11,6 +11,7 @@ import type { PlaneDeps } from '../admin/plane.js';
 import type { IncidentEvent } from './incidents.js';
 import { confirmationMail, incidentMail, type MailLinks } from './mail-content.js';
 import {
+  describeMailError,
   MailQueue,
   type MailQueueOptions,
   type MailTransport,
@@ -99,11 +100,14 @@ export function createSubscriptions(
   const store =
     options.store ??
     (deps.redis ? new RedisSubscriberStore(deps.redis) : new SqliteSubscriberStore(deps.store.handle));
+  const secrets = smtpSecrets(email.smtpUrl);
+  const onTransportError = (error: Error) =>
+    deps.log.warn(describeMailError(error, secrets), 'status mail relay connection failed');
   const queue = new MailQueue({
     from: email.from,
-    transport: options.transport ?? smtpTransport(email.smtpUrl, concurrency),
+    transport: options.transport ?? smtpTransport(email.smtpUrl, concurrency, onTransportError),
     log: deps.log,
-    secrets: smtpSecrets(email.smtpUrl),
+    secrets,
     concurrency,
     ...(options.mail?.maxAttempts === undefined ? {} : { maxAttempts: options.mail.maxAttempts }),
     ...(options.mail?.backoff === undefined ? {} : { backoff: options.mail.backoff }),

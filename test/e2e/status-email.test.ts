@@ -417,6 +417,28 @@ describe('status page e-mail subscriptions, embedded mode (SQLite)', () => {
     await scenario();
   }, 60_000);
 
+  it('a relay refusing the credentials: the failure is logged without them', async () => {
+    relay = await startRelay();
+    const logs: string[] = [];
+    const wrong = `${PASSWORD}-wrong`;
+    gantry = await startGantry(
+      CONFIG,
+      { STATUS_SMTP_URL: `smtp://${USER}:${encodeURIComponent(wrong)}@127.0.0.1:${relay.port}` },
+      { onLog: (line) => logs.push(line) },
+    );
+    expect((await subscribeJson(gantry, 'alice@example.com')).status).toBe(202);
+    const line = await waitFor('the refusal in the log', () =>
+      logs.find((l) => l.includes('status mail refused by the relay')),
+    );
+    expect(line).toContain('"code":"EAUTH"');
+    expect(line).toContain('a***@example.com');
+    expect(relay.received).toHaveLength(0);
+    const all = logs.join('\n');
+    for (const secret of [wrong, encodeURIComponent(wrong), PASSWORD, USER, 'alice@example.com']) {
+      expect(all).not.toContain(secret);
+    }
+  });
+
   it('without status_page.email: no form and no subscription routes', async () => {
     gantry = await startGantry(LOCAL_CONFIG);
     const page = await (await fetch(`${gantry.origin}/status`)).text();
