@@ -14,6 +14,7 @@ import {
   audit,
   balanceOf,
   bodyOf,
+  invalidParameter,
   readName,
   routeSchema,
   visibleAccount,
@@ -26,10 +27,10 @@ const TAGS = ['admin'];
 export function registerAccountRoutes(app: FastifyInstance, gantry: Gantry): void {
   const readTier = (value: unknown): string => {
     if (typeof value !== 'string' || !(value in gantry.config.tiers)) {
-      throw new GantryError('INVALID_PARAMETER', {
-        param: 'tier',
-        message: `tier must be one of the configured tiers: ${Object.keys(gantry.config.tiers).join(', ')}`,
-      });
+      throw invalidParameter(
+        'tier',
+        `tier must be one of the configured tiers: ${Object.keys(gantry.config.tiers).join(', ')}`,
+      );
     }
     return value;
   };
@@ -142,10 +143,7 @@ export function registerAccountRoutes(app: FastifyInstance, gantry: Gantry): voi
       const changes: { status?: Account['status']; tier?: string } = {};
       if (body.status !== undefined) {
         if (body.status !== 'active' && body.status !== 'suspended') {
-          throw new GantryError('INVALID_PARAMETER', {
-            param: 'status',
-            message: 'status must be "active" or "suspended"',
-          });
+          throw invalidParameter('status', 'status must be "active" or "suspended"');
         }
         if (body.status !== account.status) changes.status = body.status;
       }

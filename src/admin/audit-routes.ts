@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import { DEFAULT_AUDIT_LIMIT } from './audit.js';
-import { readLimit, readQueryString, routeSchema } from './records.js';
+import { invalidParameter, readLimit, readQueryString, routeSchema } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 
 const MAX_LIMIT = 500;
@@ -71,10 +71,7 @@ export function registerAuditRoutes(app: FastifyInstance, gantry: Gantry): void 
         });
       } catch (error) {
         if (error instanceof RangeError) {
-          throw new GantryError('INVALID_PARAMETER', {
-            param: 'before',
-            message: 'before must be the id of an audit entry',
-          });
+          throw invalidParameter('before', 'before must be the id of an audit entry');
         }
         throw error;
       }

@@ -4,12 +4,12 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../context.js';
-import { GantryError } from '../errors.js';
 import {
   ACCOUNT_ID_PARAMS,
   audit,
   balanceOf,
   bodyOf,
+  invalidParameter,
   readLimit,
   routeSchema,
   visibleAccount,
@@ -74,16 +74,13 @@ export function registerCreditRoutes(app: FastifyInstance, gantry: Gantry): void
         amount === 0 ||
         Math.abs(amount) > MAX_GRANT
       ) {
-        throw new GantryError('INVALID_PARAMETER', {
-          param: 'amount',
-          message: `amount must be a non-zero number of credits, at most ${MAX_GRANT} either way`,
-        });
+        throw invalidParameter(
+          'amount',
+          `amount must be a non-zero number of credits, at most ${MAX_GRANT} either way`,
+        );
       }
       if (body.note !== undefined && (typeof body.note !== 'string' || body.note.length > MAX_NOTE)) {
-        throw new GantryError('INVALID_PARAMETER', {
-          param: 'note',
-          message: `note must be a string of at most ${MAX_NOTE} characters`,
-        });
+        throw invalidParameter('note', `note must be a string of at most ${MAX_NOTE} characters`);
       }
       const note = typeof body.note === 'string' ? body.note : '';
       const after = await gantry.services.credits.grant(account.id, amount, note);

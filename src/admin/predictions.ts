@@ -9,7 +9,7 @@ import { GantryError } from '../errors.js';
 import { serialize } from '../predictions/lifecycle.js';
 import { redeliver } from '../predictions/redeliver.js';
 import type { DeliveryRecord, PredictionRecord, PredictionStatus } from '../predictions/types.js';
-import { audit, readLimit, readQueryString, routeSchema } from './records.js';
+import { audit, invalidParameter, readLimit, readQueryString, routeSchema } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import type { Scope } from './scope.js';
 
@@ -109,27 +109,24 @@ export function registerPredictionAdminRoutes(app: FastifyInstance, gantry: Gant
         accountId = scope.account.id;
       } else {
         if (asked === undefined) {
-          throw new GantryError('INVALID_PARAMETER', {
-            param: 'account',
-            message: 'account is required: the id of the account whose predictions to list',
-          });
+          throw invalidParameter(
+            'account',
+            'account is required: the id of the account whose predictions to list',
+          );
         }
         accountId = asked;
       }
       const model = readQueryString(q.model, 'model');
       const status = readQueryString(q.status, 'status');
       if (status !== undefined && !STATUSES.includes(status as PredictionStatus)) {
-        throw new GantryError('INVALID_PARAMETER', {
-          param: 'status',
-          message: `status must be one of ${STATUSES.join(', ')}`,
-        });
+        throw invalidParameter('status', `status must be one of ${STATUSES.join(', ')}`);
       }
       const source = readQueryString(q.source, 'source');
       const limit = readLimit(q.limit, 'limit', 20, 100);
       let offset = 0;
       if (q.cursor !== undefined && q.cursor !== '') {
         if (!/^\d{1,9}$/.test(q.cursor)) {
-          throw new GantryError('INVALID_PARAMETER', { param: 'cursor', message: 'cursor is not valid' });
+          throw invalidParameter('cursor', 'cursor is not valid');
         }
         offset = Number(q.cursor);
       }

@@ -84,10 +84,10 @@ export function readName(value: unknown, param: string): string {
     // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing them is the point
     /[\u0000-\u001f\u007f]/.test(value)
   ) {
-    throw new GantryError('INVALID_PARAMETER', {
+    throw invalidParameter(
       param,
-      message: `${param} must be a string of 1 to 64 characters, without control characters`,
-    });
+      `${param} must be a string of 1 to 64 characters, without control characters`,
+    );
   }
   return value.trim();
 }
@@ -96,10 +96,7 @@ export function readName(value: unknown, param: string): string {
 export function readLimit(raw: unknown, param: string, fallback: number, max: number): number {
   if (raw === undefined || raw === '') return fallback;
   if (typeof raw !== 'string' || !/^\d{1,6}$/.test(raw) || Number(raw) < 1 || Number(raw) > max) {
-    throw new GantryError('INVALID_PARAMETER', {
-      param,
-      message: `${param} must be an integer from 1 to ${max}`,
-    });
+    throw invalidParameter(param, `${param} must be an integer from 1 to ${max}`);
   }
   return Number(raw);
 }
@@ -108,7 +105,7 @@ export function readLimit(raw: unknown, param: string, fallback: number, max: nu
 export function readQueryString(raw: unknown, param: string, max = 200): string | undefined {
   if (raw === undefined || raw === '') return undefined;
   if (typeof raw !== 'string' || raw.length > max) {
-    throw new GantryError('INVALID_PARAMETER', { param, message: `${param} must be a string` });
+    throw invalidParameter(param, `${param} must be a string`);
   }
   return raw;
 }
@@ -157,4 +154,9 @@ export interface RouteDoc {
 
 export function routeSchema(doc: RouteDoc): FastifySchema {
   return doc as FastifySchema;
+}
+
+/** 400 INVALID_PARAMETER naming the field: as `param`, and as `details` (what the REST envelope shows). */
+export function invalidParameter(param: string, message: string): GantryError {
+  return new GantryError('INVALID_PARAMETER', { param, message, details: param });
 }
