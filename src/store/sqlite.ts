@@ -165,15 +165,18 @@ export class SqliteStore implements Store {
    * with this id or name already here is left as it is. true when it was added.
    */
   addAccountRecord(account: Account): boolean {
-    this.revision++;
     const { id, name, tier, status, createdAt } = account;
-    return this.stmt.insertAccount.run(id, name, tier, status, createdAt).changes > 0;
+    const added = this.stmt.insertAccount.run(id, name, tier, status, createdAt).changes > 0;
+    // Only a real change makes caches of keys forget (the relay applies the same record many times).
+    if (added) this.revision++;
+    return added;
   }
 
   /** Sets an existing account's tier; false if nothing changed. */
   setAccountTier(id: string, tier: string): boolean {
-    this.revision++;
-    return this.stmt.setAccountTier.run(tier, id, tier).changes > 0;
+    const changed = this.stmt.setAccountTier.run(tier, id, tier).changes > 0;
+    if (changed) this.revision++;
+    return changed;
   }
 
   countAccounts(): number {
@@ -192,9 +195,10 @@ export class SqliteStore implements Store {
    * by the same id); a key with this id or hash already here is left as it is. true when it was added.
    */
   addKeyRecord(key: ApiKeyRecord, keyHash: string): boolean {
-    this.revision++;
     const { id, accountId, name, prefix, createdAt } = key;
-    return this.stmt.insertKey.run(id, accountId, name, prefix, keyHash, createdAt).changes > 0;
+    const added = this.stmt.insertKey.run(id, accountId, name, prefix, keyHash, createdAt).changes > 0;
+    if (added) this.revision++;
+    return added;
   }
 
   /** The stored hash of a key (what the relay of revocations carries), or undefined. */
