@@ -136,7 +136,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     services,
     catalog,
     providers,
-    auth: new Authenticator(store),
+    auth: new Authenticator(store, services.access),
     predictions,
     safety,
     routing,
