@@ -14,6 +14,7 @@ import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { notModified } from '../status/routes.js';
 import { OPENAPI_PATH } from './path.js';
+import { SHARED_SCHEMAS } from './schemas/common.js';
 import { openApiSchema } from './schemas/openapi.js';
 
 type Security = ReadonlyArray<Record<string, readonly string[]>>;
@@ -90,8 +91,8 @@ export async function registerOpenApi(app: FastifyInstance, gantry: Gantry): Pro
     // OpenAPI 3.1 schemas are JSON Schema 2020-12: `const` stays `const`.
     convertConstToEnum: false,
     transformObject: (documentObject) =>
-      uniqueOperationIds(
-        (documentObject as unknown as { openapiObject: OpenApiObject }).openapiObject,
+      shareSchemas(
+        uniqueOperationIds((documentObject as unknown as { openapiObject: OpenApiObject }).openapiObject),
       ) as never,
   });
 
@@ -130,8 +131,44 @@ function namedWildcard(url: string, schema: FastifySchema | undefined): string {
   return names.length === 1 ? `${url.slice(0, -1)}{${names[0]}}` : url;
 }
 
+interface MediaType {
+  schema?: { title?: unknown; description?: unknown; [key: string]: unknown };
+}
+
+interface Operation {
+  operationId?: string;
+  responses?: Record<string, { content?: Record<string, MediaType> }>;
+}
+
 interface OpenApiObject {
-  paths?: Record<string, Record<string, { operationId?: string }>>;
+  paths?: Record<string, Record<string, Operation>>;
+  components?: { schemas?: Record<string, unknown> };
+}
+
+/**
+ * The error envelopes answer every route twice (4XX, 5XX): each is written once under components.schemas
+ * (its title names it) and referenced, which keeps the document a fraction of its size.
+ */
+function shareSchemas(document: OpenApiObject): OpenApiObject {
+  const shared: Record<string, unknown> = {};
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations)) {
+      for (const response of Object.values(operation?.responses ?? {})) {
+        for (const media of Object.values(response?.content ?? {})) {
+          const title = media.schema?.title;
+          if (typeof title !== 'string' || !SHARED_SCHEMAS.has(title)) continue;
+          if (shared[title] === undefined) {
+            // The response's description was copied onto the schema; the shared one keeps none of it.
+            const { description: _description, ...schema } = media.schema as Record<string, unknown>;
+            shared[title] = schema;
+          }
+          media.schema = { $ref: `#/components/schemas/${title}` };
+        }
+      }
+    }
+  }
+  document.components = { ...document.components, schemas: { ...document.components?.schemas, ...shared } };
+  return document;
 }
 
 /**

@@ -67,7 +67,12 @@ function contentSchema(operation: Operation, status: string, mediaType = 'applic
     | undefined;
   const schema = response?.content?.[mediaType]?.schema;
   if (schema === undefined) throw new Error(`no ${mediaType} schema for ${status}`);
-  return schema;
+  // Shared schemas (the error envelopes) are references into components.schemas.
+  const ref = schema.$ref;
+  if (typeof ref !== 'string') return schema;
+  const shared = ((doc.components as Json).schemas as Record<string, Json>)[ref.split('/').pop() as string];
+  if (shared === undefined) throw new Error(`${ref} is not in the document`);
+  return shared;
 }
 
 function validatorFor(schema: Json) {

@@ -17,6 +17,7 @@ const details = {
 
 /** The REST envelope: models, predictions, files, the status page, the admin API, unknown routes. */
 export const restError: JsonSchema = {
+  title: 'RestError',
   type: 'object',
   description: 'The REST error envelope',
   required: ['status', 'response', 'error'],
@@ -43,6 +44,7 @@ export const restError: JsonSchema = {
 
 /** The inference envelope: OpenAI’s {error:{message,type,param,code}} with the catalogue's fields added. */
 export const inferenceError: JsonSchema = {
+  title: 'InferenceError',
   type: 'object',
   description: 'OpenAI’s error envelope, with Gantry’s error_id, details and http_status',
   required: ['error'],
@@ -63,6 +65,9 @@ export const inferenceError: JsonSchema = {
     },
   },
 };
+
+/** The schemas the document holds once, in components, by their title (src/openapi/routes.ts). */
+export const SHARED_SCHEMAS: ReadonlySet<string> = new Set(['RestError', 'InferenceError']);
 
 /** 4xx and 5xx answers in the envelope of the route (src/errors.ts envelopeFor). */
 export function errors(kind: 'rest' | 'inference'): Record<string, JsonSchema> {
