@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { syncAccounts } from '../../src/bootstrap.js';
 import { parseConfig } from '../../src/config/load.js';
+import { envelopeFor } from '../../src/errors.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import { addKey, LOCAL_CONFIG } from '../helpers/gantry.js';
 
@@ -155,6 +156,18 @@ describe('GET /v1/openapi.json', () => {
     expect(Object.keys(paths()).some((p) => p.startsWith('/internal'))).toBe(false);
   });
 
+  it('names the error envelope each route really answers in', () => {
+    for (const [path, operations] of Object.entries(paths())) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const expected = envelopeFor(path) === 'inference' ? 'InferenceError' : 'RestError';
+        for (const status of ['4XX', '5XX']) {
+          const ref = contentSchema(operation, status).title;
+          expect(ref, `${method} ${path} ${status}`).toBe(expected);
+        }
+      }
+    }
+  });
+
   it('says who may call each route', () => {
     const security = (path: string, method: string) =>
       (paths()[path]?.[method] as { security?: unknown } | undefined)?.security;
@@ -219,6 +232,48 @@ describe('real answers validate against the document', () => {
     const res = await post('/v1/embeddings', { model: 'gantry/local-embed', input: 'Hello' });
     expect(res.status).toBe(200);
     expectValid('/v1/embeddings', 'post', '200', res.body);
+  });
+
+  it('the Responses API: create, get, input_items, delete', async () => {
+    const created = await post('/v1/responses', {
+      model: 'gantry/local-chat',
+      input: 'Hello',
+      max_output_tokens: 8,
+    });
+    expect(created.status).toBe(200);
+    expectValid('/v1/responses', 'post', '200', created.body);
+    const id = (created.body as { id: string }).id;
+    const stored = await get(`/v1/responses/${id}`);
+    expect(stored.status).toBe(200);
+    expectValid('/v1/responses/{id}', 'get', '200', stored.body);
+    const items = await get(`/v1/responses/${id}/input_items`);
+    expect(items.status).toBe(200);
+    expectValid('/v1/responses/{id}/input_items', 'get', '200', items.body);
+    const res = await fetch(`${origin}/v1/responses/${id}`, {
+      method: 'DELETE',
+      headers: { 'x-api-key': key },
+    });
+    expect(res.status).toBe(200);
+    expectValid('/v1/responses/{id}', 'delete', '200', await res.json());
+    const gone = await get(`/v1/responses/${id}`);
+    expect(gone.status).toBe(404);
+    expectValid('/v1/responses/{id}', 'get', '4XX', gone.body);
+  });
+
+  it('a prediction, the predictions list, a missing prediction and the webhook secret', async () => {
+    const created = await post('/v1/predictions', { model: 'acme/image-gen', input: { prompt: 'a cat' } });
+    expect(created.status).toBe(200);
+    expectValid('/v1/predictions', 'post', '200', created.body);
+    const list = await get('/v1/predictions');
+    expect((list.body as { data: unknown[] }).data).toHaveLength(1);
+    expect(list.status).toBe(200);
+    expectValid('/v1/predictions', 'get', '200', list.body);
+    const missing = await get('/v1/predictions/nope');
+    expect(missing.status).toBe(404);
+    expectValid('/v1/predictions/{id}', 'get', '4XX', missing.body);
+    const secret = await get('/v1/webhooks/secret');
+    expect(secret.status).toBe(200);
+    expectValid('/v1/webhooks/secret', 'get', '200', secret.body);
   });
 
   it('the status page, /healthz and the session refusal', async () => {

@@ -15,6 +15,7 @@ export const openApiSchema: FastifySchema = {
       properties: { openapi: { const: '3.1.0' }, info: { type: 'object' }, paths: { type: 'object' } },
     }),
     304: { description: 'Not modified (If-None-Match)', type: 'null' },
-    ...errors('rest'),
+    // Its URL is under /v1 and not a REST area (src/errors.ts envelopeFor): OpenAI's envelope.
+    ...errors('inference'),
   },
 };
