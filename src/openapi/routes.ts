@@ -172,17 +172,20 @@ function shareSchemas(document: OpenApiObject): OpenApiObject {
 }
 
 /**
- * A route with two methods (DELETE and POST …/delete, GET and HEAD of a file) documents one operation twice:
- * the second gets its method appended, so operationIds stay unique as OpenAPI requires.
+ * Every operation gets a unique operationId, as OpenAPI requires and client generators need. A route with two
+ * methods (DELETE and POST …/delete, GET and HEAD of a file) documents one operation twice: the second gets
+ * its method appended. A route whose schema names none gets one from its method and path
+ * (`get_admin_v1_accounts_id`).
  */
 function uniqueOperationIds(document: OpenApiObject): OpenApiObject {
   const seen = new Set<string>();
-  for (const operations of Object.values(document.paths ?? {})) {
+  for (const [path, operations] of Object.entries(document.paths ?? {})) {
     for (const [method, operation] of Object.entries(operations)) {
-      const id = operation?.operationId;
-      if (typeof id !== 'string') continue;
-      if (seen.has(id)) operations[method] = { ...operation, operationId: `${id}-${method}` };
-      seen.add(operations[method]?.operationId ?? id);
+      if (operation === null || typeof operation !== 'object') continue;
+      let id = operation.operationId ?? `${method}${path.replace(/[^A-Za-z0-9]+/g, '_')}`.replace(/_$/, '');
+      if (seen.has(id)) id = `${id}-${method}`;
+      operations[method] = { ...operation, operationId: id };
+      seen.add(id);
     }
   }
   return document;
