@@ -223,6 +223,21 @@ describe('real answers validate against the document', () => {
     });
     expect(chat.status).toBe(200);
     expectValid('/v1/chat/completions', 'post', '200', chat.body);
+    const streamed = await fetch(`${origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'gantry/local-chat',
+        messages: [{ role: 'user', content: 'Hello' }],
+        max_tokens: 8,
+        stream: true,
+      }),
+    });
+    expect(streamed.status).toBe(200);
+    expect(await streamed.text()).toContain('data: [DONE]');
+    const media = (streamed.headers.get('content-type') ?? '').split(';')[0] as string;
+    const content = (paths()['/v1/chat/completions']?.post?.responses?.['200'] as { content: Json }).content;
+    expect(Object.keys(content)).toContain(media);
     const bad = await post('/v1/chat/completions', { model: 'gantry/local-chat', messages: [] });
     expect(bad.status).toBe(400);
     expectValid('/v1/chat/completions', 'post', '4XX', bad.body);
