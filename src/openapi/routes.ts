@@ -12,9 +12,10 @@ import { FILES_PATH } from '../blobs/signed-url.js';
 import { packageRoot } from '../config/load.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
+import { envelopeFor } from '../errors.js';
 import { notModified } from '../status/routes.js';
 import { OPENAPI_PATH } from './path.js';
-import { SHARED_SCHEMAS } from './schemas/common.js';
+import { errors, SHARED_SCHEMAS } from './schemas/common.js';
 import { openApiSchema } from './schemas/openapi.js';
 
 type Security = ReadonlyArray<Record<string, readonly string[]>>;
@@ -86,6 +87,7 @@ export async function registerOpenApi(app: FastifyInstance, gantry: Gantry): Pro
     transform: ({ schema, url }) => {
       const documented: FastifySchema = { ...schema };
       if (documented.security === undefined) documented.security = securityOf(url);
+      documented.response = withErrors(url, schema?.response);
       return { schema: documented, url: namedWildcard(url, schema) };
     },
     // OpenAPI 3.1 schemas are JSON Schema 2020-12: `const` stays `const`.
@@ -118,6 +120,21 @@ function securityOf(url: string): Security {
   if (url.startsWith('/v1/')) return API_KEY;
   if (url.startsWith('/admin/v1/')) return ADMIN;
   return [];
+}
+
+/**
+ * Every route can fail: a schema that lists no 4xx or 5xx answer gets the envelope its URL's errors are
+ * sent in (src/errors.ts envelopeFor), so routes added without them are still documented truthfully.
+ */
+function withErrors(url: string, response: unknown): Record<string, unknown> {
+  const answers = { ...(response as Record<string, unknown> | undefined) };
+  const shared = errors(envelopeFor(url));
+  for (const range of ['4', '5']) {
+    if (!Object.keys(answers).some((status) => status.startsWith(range))) {
+      answers[`${range}xx`] = shared[`${range}xx`];
+    }
+  }
+  return answers;
 }
 
 /**

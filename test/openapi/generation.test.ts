@@ -43,6 +43,24 @@ describe('the generated document', () => {
     expect(doc.paths['/v1/things/{id}/delete']?.post?.operationId).toBe('deleteThing-post');
   });
 
+  it('adds the error envelope of the URL to a route that documents no error answers', async () => {
+    const doc = await documentOf((a) => {
+      a.get('/admin/v1/things', { schema: documented }, async () => ({}));
+      a.post('/v1/chat/things', { schema: documented }, async () => ({}));
+    });
+    type Responses = Record<string, { content?: Record<string, { schema?: unknown }> }>;
+    const envelope = (path: string, method: string, status: string) => {
+      const operation = doc.paths[path]?.[method] as { responses?: Responses } | undefined;
+      return operation?.responses?.[status]?.content?.['application/json']?.schema;
+    };
+    for (const status of ['4XX', '5XX']) {
+      expect(envelope('/admin/v1/things', 'get', status)).toEqual({ $ref: '#/components/schemas/RestError' });
+      expect(envelope('/v1/chat/things', 'post', status)).toEqual({
+        $ref: '#/components/schemas/InferenceError',
+      });
+    }
+  });
+
   it('says who may call a route from its URL unless the schema says', async () => {
     const doc = await documentOf((a) => {
       a.get('/admin/v1/things', { schema: documented }, async () => ({}));
