@@ -25,7 +25,9 @@ let doc: Json;
 
 // A started Gantry built here rather than by startGantry, for buildApp's list of every route registered.
 beforeAll(async () => {
-  const config = parseConfig(LOCAL_CONFIG, 'test-config.yaml', {});
+  // E-mail set up, for the subscription routes (nothing is sent: no one subscribes here).
+  const yaml = `${LOCAL_CONFIG}\nstatus_page:\n  email: { smtp_url: 'smtp://127.0.0.1:1', from: 'status@gantry.test' }\n`;
+  const config = parseConfig(yaml, 'test-config.yaml', {});
   config.server.port = 0;
   config.server.host = '127.0.0.1';
   dataDir = mkdtempSync(join(tmpdir(), 'gantry-openapi-'));
@@ -146,6 +148,9 @@ describe('GET /v1/openapi.json', () => {
       'GET /status',
       'GET /status.json',
       'GET /status/feed.atom',
+      'POST /status/subscribe',
+      'GET /status/subscribe/confirm',
+      'POST /status/unsubscribe',
       'GET /healthz',
       'GET /metrics',
       'POST /admin/v1/session',
