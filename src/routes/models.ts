@@ -4,6 +4,7 @@ import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, invalidParameter } from '../errors.js';
 import { principalOf } from '../inference/resolve.js';
+import { getModelSchema, listModelsSchema } from '../openapi/schemas/models.js';
 
 const DEFAULT_PAGE_SIZE = 10;
 const MAX_PAGE_SIZE = 100;
@@ -21,7 +22,7 @@ type Query = Record<string, string | undefined>;
  * page or per_page), when it is the same page as `models`.
  */
 export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.get('/v1/models', async (request) => {
+  app.get('/v1/models', { schema: listModelsSchema }, async (request) => {
     const query = request.query as Query;
     const page = readPage(query);
     const views = gantry.catalog.visibleTo(principalOf(request).account).map((m) => viewOf(gantry, m));
@@ -34,7 +35,7 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
   rejectOtherMethods(app, '/v1/models', ['GET']);
 
   // Slugs contain `/` (vendor/model), so the rest of the path is the slug, encoded or not.
-  app.get('/v1/models/*', async (request) => {
+  app.get('/v1/models/*', { schema: getModelSchema }, async (request) => {
     const raw = (request.params as { '*': string })['*'];
     const slug = safeDecode(raw);
     const model = gantry.catalog.get(slug, principalOf(request).account);
