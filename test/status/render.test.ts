@@ -45,8 +45,12 @@ const snapshot: Snapshot = {
   generatedAt: AT,
   historyAvailable: true,
   api: component('api', 'API', '1 of 1 models not operational'),
+  console: undefined,
   models: [component('evil/x', HOSTILE, HOSTILE)],
   changes: [change],
+  incidentsAvailable: true,
+  incidents: [],
+  names: new Map([['evil/x', HOSTILE]]),
 };
 
 describe('renderings', () => {
