@@ -36,6 +36,7 @@ export class AutoIncidents {
     private readonly deps: PlaneDeps,
     /** Other instances share the store: only a recovery this instance saw may resolve an incident. */
     private readonly shared: boolean,
+    everyMs = WATCH_EVERY_MS,
   ) {
     for (const model of deps.catalog.all()) {
       const entry = model.entry;
@@ -50,7 +51,7 @@ export class AutoIncidents {
       });
     }
     this.ready = this.adopt();
-    this.timer = setInterval(() => void this.tick(), WATCH_EVERY_MS);
+    this.timer = setInterval(() => void this.tick(), everyMs);
     this.timer.unref();
   }
 
