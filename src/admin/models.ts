@@ -5,10 +5,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
-import { GantryError, invalidParameter } from '../errors.js';
+import { GantryError } from '../errors.js';
 import type { StatusOverride } from '../status/overrides.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import { requireOperator } from './scope.js';
+
+/** 400 INVALID_PARAMETER naming the field (in `details`, as the REST envelope carries it). */
+function invalidParameter(param: string, message: string): GantryError {
+  return new GantryError('INVALID_PARAMETER', { param, message, details: param });
+}
 
 const STATUSES = ['operational', 'degraded', 'offline'] as const;
 const MAX_REASON = 500;

@@ -141,6 +141,7 @@ export class AutoIncidents {
     w.impact = incident.impact;
     w.sawUnwell = true;
     if (opened) this.deps.log.warn({ model: component, incident: incident.id }, 'incident opened');
+    else this.deps.log.info({ model: component, incident: incident.id }, 'incident already open, followed');
   }
 
   private async changeImpact(
