@@ -214,7 +214,7 @@ export function renderAtom(s: Snapshot, origin: string, startedAt: number): stri
     `<link rel="alternate" type="text/html" href="${text(`${origin}/status`)}"/>`,
   ];
   // Incident entries first (newest first), then the status changes.
-  incidentEntries.sort((x, y) => y.at - x.at || y.n - x.n);
+  incidentEntries.sort((x, y) => y.at - x.at || y.n - x.n || x.i.id.localeCompare(y.i.id));
   for (const e of incidentEntries) parts.push(incidentEntry(s, e.i, e.n, origin));
   for (const c of s.changes) parts.push(entry(c, origin));
   parts.push('</feed>\n');
