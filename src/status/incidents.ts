@@ -103,6 +103,11 @@ export class IncidentService implements Incidents {
     private readonly clock: () => number = Date.now,
   ) {}
 
+  /** Whether model statuses are watched for automatic incidents. */
+  get watching(): boolean {
+    return this.auto !== undefined;
+  }
+
   /** Starts watching model statuses (createIncidents does it unless `auto_incidents` is false). */
   watch(deps: PlaneDeps): void {
     this.auto = new AutoIncidents(this, deps, this.store.shared);
@@ -218,7 +223,7 @@ function alreadyResolved(id: string): GantryError {
   return new GantryError('CONFLICT', { message: `Incident ${id} is already resolved` });
 }
 
-export function createIncidents(deps: PlaneDeps): Incidents {
+export function createIncidents(deps: PlaneDeps): IncidentService {
   const store: IncidentStore = deps.redis
     ? new RedisIncidentStore(deps.redis)
     : new SqliteIncidentStore(deps.store.handle);

@@ -235,6 +235,24 @@ describe('incidents, embedded mode (SQLite)', () => {
         .body.error.details,
     ).toBe('impact');
 
+    // An account's owner signed in to the console reads incidents but may not open one.
+    const session = await restCall<{ csrf_token: string; role: string }>(
+      g.origin,
+      'POST',
+      '/admin/v1/session',
+      {
+        key: null,
+        body: { key: g.key },
+      },
+    );
+    expect(session.body.role).toBe('owner');
+    const owner = {
+      cookie: (session.headers.get('set-cookie') ?? '').split(';')[0] ?? '',
+      'x-csrf-token': session.body.csrf_token,
+    };
+    expect((await call('POST', '/admin/v1/incidents', body, owner)).status).toBe(403);
+    expect((await call('GET', '/admin/v1/incidents', undefined, owner)).status).toBe(200);
+
     const created = await call<IncidentJson>('POST', '/admin/v1/incidents', body);
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({

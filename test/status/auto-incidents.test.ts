@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { PlaneDeps } from '../../src/admin/plane.js';
 import type { ModelStatus } from '../../src/routing/status.js';
 import { AutoIncidents } from '../../src/status/auto-incidents.js';
-import { IncidentService } from '../../src/status/incidents.js';
+import { createIncidents, IncidentService } from '../../src/status/incidents.js';
 import { SqliteIncidentStore } from '../../src/status/incidents-sqlite.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 
@@ -194,5 +194,25 @@ describe('automatic incidents', () => {
     const open = await service.list({ open: true });
     expect(open).toHaveLength(1);
     expect(open[0]).toMatchObject({ impact: 'degraded', title: 'gantry/x is degraded' });
+  });
+});
+
+describe('auto_incidents', () => {
+  it('false: model statuses are not watched', async () => {
+    db = new SqliteStore(':memory:');
+    const deps = (autoIncidents: boolean) =>
+      ({
+        config: { web: { statusPage: { autoIncidents, incidentAfterMs: AFTER } } },
+        store: db,
+        redis: undefined,
+        catalog: { all: () => [] },
+        routing: new Statuses(),
+        log: silent,
+      }) as unknown as PlaneDeps;
+    const off = createIncidents(deps(false));
+    const on = createIncidents(deps(true));
+    expect(off.watching).toBe(false);
+    expect(on.watching).toBe(true);
+    await Promise.all([off.close(), on.close()]);
   });
 });
