@@ -68,6 +68,7 @@ export class AutoIncidents {
         if (open !== undefined) {
           w.incidentId = open.id;
           w.impact = open.impact;
+          this.deps.log.info({ model: component, incident: open.id }, 'incident already open, followed');
         }
       }
     } catch (err) {

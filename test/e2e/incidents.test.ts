@@ -478,4 +478,34 @@ describeRedis('incidents, distributed mode (Redis)', () => {
       return res.body.data.find((m) => m.id === 'acme/other' && m.status === 'degraded');
     });
   }, 60_000);
+
+  it('a restarted instance follows the open incident instead of opening a duplicate', async () => {
+    redis = await startRedis();
+    const first = await start({ REDIS_URL: redis.url });
+    await takeOffline(first);
+    const open = await waitFor('the incident opened', async () => {
+      const list = await first.gantry.plane.incidents.list({ open: true });
+      return list[0];
+    });
+    await first.close();
+    gantries.splice(gantries.indexOf(first), 1);
+
+    const logs: string[] = [];
+    const again = await start({ REDIS_URL: redis.url }, logs);
+    const ask = await takeOffline(again);
+    await waitFor('the restarted instance to act on the offline model', () =>
+      logs.some(
+        (l) => l.includes('"msg":"incident already open, followed"') || l.includes('"msg":"incident opened"'),
+      )
+        ? true
+        : undefined,
+    );
+    expect(logs.some((l) => l.includes('"msg":"incident opened"'))).toBe(false);
+    expect((await again.gantry.plane.incidents.list({})).map((i) => i.id)).toEqual([open.id]);
+    // It saw the model down and then back: it resolves the incident it follows.
+    await bringBack(again, ask);
+    await waitFor('the followed incident resolved', async () =>
+      (await again.gantry.plane.incidents.get(open.id))?.resolvedAt !== null ? true : undefined,
+    );
+  }, 60_000);
 });
