@@ -3,6 +3,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import Database from 'libsql';
 import OpenAI from 'openai';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { removeTempDirs, tempDir } from './helpers/temp-dirs.js';
@@ -194,6 +195,37 @@ describe('the gantry command', { timeout: 120_000 }, () => {
       [['credits', 'grant', '--account', 'default', '--amount', '1e300'], 1, /credits out of range/],
     ];
     for (const [args, code, problem] of cases) expectOneLineError(run(args, env, cwd), code, problem);
+  });
+
+  it('refuses credits on a data dir an older Gantry left its ledger in, in one line naming the fix', () => {
+    const cwd = tempDir('gantry-cli-');
+    const dataDir = join(cwd, 'data');
+    const env = { GANTRY_DATA_DIR: dataDir };
+    expect(run(['keys', 'create'], env, cwd).code).toBe(0);
+    // The credit table as Gantry before 0.2 kept it in the store file.
+    const old = new Database(join(dataDir, 'gantry.db'));
+    old.exec(
+      'CREATE TABLE credit_balances (account_id TEXT PRIMARY KEY, balance_micros INTEGER, updated_at TEXT)',
+    );
+    old.close();
+    for (const args of [
+      ['credits', 'balance', '--account', 'default'],
+      ['credits', 'grant', '--account', 'default', '--amount', '5'],
+    ]) {
+      const res = run(args, env, cwd);
+      expectOneLineError(
+        res,
+        1,
+        /credits are still in gantry\.db .*run `gantry serve` once .*then run this again/,
+      );
+      expect(res.stdout).toBe('');
+    }
+    // Left where it was: an older server may still be using it.
+    const after = new Database(join(dataDir, 'gantry.db'));
+    expect(after.prepare(`SELECT name FROM sqlite_master WHERE name = 'credit_balances'`).all()).toHaveLength(
+      1,
+    );
+    after.close();
   });
 
   it('names a busy port in one line, and exits', async () => {

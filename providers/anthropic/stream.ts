@@ -27,10 +27,13 @@ type StreamState = 'awaiting_start' | 'streaming' | 'done';
 type Block =
   | { kind: 'text' }
   | { kind: 'thinking'; thinking: string; signature: string }
-  /** A tool call, `index` counting tool calls only (OpenAI's tool_calls[].index). */
-  | { kind: 'tool'; index: number }
+  /**
+   * A tool call, `index` counting tool calls only (OpenAI's tool_calls[].index); `empty` until a
+   * non-empty input piece arrives.
+   */
+  | { kind: 'tool'; index: number; empty: boolean }
   /** The structured-output tool: its input is the answer's content. */
-  | { kind: 'json' }
+  | { kind: 'json'; empty: boolean }
   | { kind: 'other' };
 
 /**
@@ -178,12 +181,12 @@ export class AnthropicStreamTranslator {
       case 'tool_use': {
         if (this.options.jsonTool !== undefined && block.name === this.options.jsonTool) {
           // Only the first answer-tool call is the answer (see response.ts): a second one is dropped.
-          this.blocks.set(index, { kind: this.sawJson ? 'other' : 'json' });
+          this.blocks.set(index, this.sawJson ? { kind: 'other' } : { kind: 'json', empty: true });
           this.sawJson = true;
           return [];
         }
         const call = this.toolCalls++;
-        this.blocks.set(index, { kind: 'tool', index: call });
+        this.blocks.set(index, { kind: 'tool', index: call, empty: true });
         const first = {
           index: call,
           id: String(block.id),
@@ -216,16 +219,27 @@ export class AnthropicStreamTranslator {
       case 'input_json_delta': {
         const piece = delta.partial_json;
         if (typeof piece !== 'string' || piece === '') return [];
-        if (block?.kind === 'json') return this.content(piece);
-        if (block?.kind !== 'tool') return [];
-        return [this.delta({ tool_calls: [{ index: block.index, function: { arguments: piece } }] })];
+        if (block?.kind === 'json' || block?.kind === 'tool') block.empty = false;
+        return block === undefined ? [] : this.inputPiece(block, piece);
       }
       default:
         return [];
     }
   }
 
-  /** A thinking block is complete at its stop, signature included. */
+  /** A piece of a tool's input JSON: the call's arguments, or the answer's content for the answer tool. */
+  private inputPiece(block: Block, piece: string): SseEvent[] {
+    if (block.kind === 'json') return this.content(piece);
+    if (block.kind !== 'tool') return [];
+    return [this.delta({ tool_calls: [{ index: block.index, function: { arguments: piece } }] })];
+  }
+
+  /**
+   * A thinking block is complete at its stop, signature included. A tool block whose input came in no
+   * piece (Anthropic streams an empty input as a lone `partial_json: ""`, or not at all) gets `{}` here,
+   * as the JSON answer's `input: {}` does: clients that concatenate the pieces would otherwise hold
+   * arguments (or a json_object answer) of "", which is not JSON.
+   */
   private blockStop(data: JsonObject): SseEvent[] {
     const index = typeof data.index === 'number' ? data.index : -1;
     const block = this.blocks.get(index);
@@ -233,6 +247,8 @@ export class AnthropicStreamTranslator {
     if (block?.kind === 'thinking') {
       this.pendingThinking.push({ type: 'thinking', thinking: block.thinking, signature: block.signature });
     }
+    if ((block?.kind === 'tool' || block?.kind === 'json') && block.empty)
+      return this.inputPiece(block, '{}');
     return [];
   }
 

@@ -8,13 +8,9 @@ import { GantryError } from '../errors.js';
 import { INCIDENT_SCHEMA, incidentView } from '../status/incident-view.js';
 import { INCIDENT_IMPACTS, type IncidentImpact, type IncidentStatus } from '../status/incidents.js';
 import { API_ID, CONSOLE_ID } from '../status/snapshot.js';
+import { invalidParameter } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import { requireOperator } from './scope.js';
-
-/** 400 INVALID_PARAMETER naming the field (in `details`, as the REST envelope carries it). */
-function invalidParameter(param: string, message: string): GantryError {
-  return new GantryError('INVALID_PARAMETER', { param, message, details: param });
-}
 
 const OPEN_STATUSES = ['investigating', 'identified', 'monitoring'] as const;
 type OpenStatus = (typeof OPEN_STATUSES)[number];

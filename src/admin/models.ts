@@ -7,13 +7,9 @@ import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import type { StatusOverride } from '../status/overrides.js';
+import { invalidParameter } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import { requireOperator } from './scope.js';
-
-/** 400 INVALID_PARAMETER naming the field (in `details`, as the REST envelope carries it). */
-function invalidParameter(param: string, message: string): GantryError {
-  return new GantryError('INVALID_PARAMETER', { param, message, details: param });
-}
 
 const STATUSES = ['operational', 'degraded', 'offline'] as const;
 const MAX_REASON = 500;

@@ -175,7 +175,15 @@ async function startChecks(
   ticket.safety = outcome;
   const ctx = chatSafetyContext(active, outcome, gantry.services.metrics);
   const gone = active.classifier.name === 'offline' ? undefined : clientGoneSignal(reply);
-  const prompt = checkChatPrompt(ctx, sent.messages, masked, gone);
+  const mustWait = active.policy.mode === 'block' || active.onFailure === 'closed';
+  // Annotating and failing open, nothing waits on the prompt's results before the answer: the check runs
+  // once the upstream call is under way (setImmediate comes after the request is written), in the time the
+  // upstream takes to answer, instead of before the call.
+  const prompt = mustWait
+    ? checkChatPrompt(ctx, sent.messages, masked, gone)
+    : new Promise<SafetyCheck>((resolve) => {
+        setImmediate(() => resolve(checkChatPrompt(ctx, sent.messages, masked, gone)));
+      });
   if (active.policy.mode === 'block') {
     const check = await prompt;
     if (check.blocked) throw blockedPromptError(check);

@@ -6,7 +6,7 @@ import { UpstreamError } from '../../providers/upstream-error.js';
 import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
-import { type ErrorId, GantryError, inferenceEnvelope } from '../errors.js';
+import { type ErrorId, GantryError, inferenceEnvelope, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { dispatch } from '../inference/dispatch.js';
 import type { InferenceAnswer, InferenceReply, InferenceRequest } from '../inference/exchange.js';
@@ -16,7 +16,13 @@ import { principalOf, resolveInferenceModel } from '../inference/resolve.js';
 import { sendStream } from '../inference/stream-reply.js';
 import { maxOutputTokens, openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
-import { applyDefaults, fillOutputLimit, rejectImagesUnlessCapable } from '../inference/validate.js';
+import {
+  applyDefaults,
+  fillOutputLimit,
+  IMAGE_CAPABILITY,
+  rejectImagesUnlessCapable,
+  takesImages,
+} from '../inference/validate.js';
 import {
   assistantTurn,
   type ChatMessage,
@@ -107,6 +113,7 @@ async function passThrough(
   reply: InferenceReply,
   active: ActiveSafety | undefined,
 ): Promise<InferenceAnswer> {
+  rejectPassedImages(model.entry, asked.input);
   const { s, req } = safetyFor(gantry, active, asked, reply);
   const requested = req.model as string;
   const body = applyDefaults(req, responsesDefaults(model.entry.defaults));
@@ -421,5 +428,29 @@ function rejectBridgedImages(model: CatalogModel['entry'], messages: unknown): v
   } catch (err) {
     if (!(err instanceof GantryError)) throw err;
     throw new GantryError(err.errorId, { message: err.message, param: 'input', cause: err });
+  }
+}
+
+/**
+ * The same capability check for a passed-through request, on its own items: an `input_image` part of a
+ * message's `content` or of a `function_call_output`'s `output` sent to a model that does not take images
+ * is the bridged path's 400, `param: input`, and never reaches (nor is billed by) the upstream.
+ */
+function rejectPassedImages(model: CatalogModel['entry'], input: unknown): void {
+  if (!Array.isArray(input) || takesImages(model)) return;
+  for (const [i, item] of input.entries()) {
+    if (item === null || typeof item !== 'object') continue;
+    for (const field of ['content', 'output'] as const) {
+      const parts: unknown = (item as JsonObject)[field];
+      if (!Array.isArray(parts)) continue;
+      const j = parts.findIndex((p) => p !== null && typeof p === 'object' && p.type === 'input_image');
+      if (j < 0) continue;
+      const path = `input[${i}].${field}[${j}]`;
+      throw invalidParameter(
+        'input',
+        `${path} is an image, and model ${model.namespace} does not take images ` +
+          `(its capabilities do not include ${IMAGE_CAPABILITY})`,
+      );
+    }
   }
 }

@@ -192,6 +192,30 @@ describe('tool calls through Anthropic', () => {
     },
   );
 
+  it('gives a tool without parameters "{}" as arguments, streamed as in JSON (the SDK stream helper)', async () => {
+    const clockTool: OpenAI.ChatCompletionTool = {
+      type: 'function',
+      function: {
+        name: 'get_time',
+        description: 'The time now',
+        parameters: { type: 'object', properties: {} },
+      },
+    };
+    fake.setBehavior({ toolCalls: [{ id: 'toolu_clock', name: 'get_time', input: {} }] });
+    const params = {
+      model: MODEL,
+      messages: [{ role: 'user' as const, content: 'Time?' }],
+      tools: [clockTool],
+    };
+    const plain = await client.chat.completions.create(params);
+    expect(plain.choices[0]?.message.tool_calls).toEqual([
+      { id: 'toolu_clock', type: 'function', function: { name: 'get_time', arguments: '{}' } },
+    ]);
+    const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+    expect(streamed.choices[0]?.finish_reason).toBe('tool_calls');
+    expect(streamed.choices[0]?.message.tool_calls).toEqual(plain.choices[0]?.message.tool_calls);
+  });
+
   it('maps required, a named function and parallel_tool_calls: false', async () => {
     fake.setBehavior({ toolCalls: TWO_CALLS });
     const one = await client.chat.completions.create({
@@ -345,6 +369,17 @@ describe('structured output through Anthropic', () => {
       response_format: { type: 'json_object' },
     });
     expect(JSON.parse(completion.choices[0]?.message.content ?? '')).toEqual({ ok: true });
+  });
+
+  it('answers an empty json_object as "{}", streamed as in JSON', async () => {
+    fake.setBehavior({ toolInput: {} });
+    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Nothing, in JSON' }];
+    const params = { model: MODEL, messages, response_format: { type: 'json_object' as const } };
+    const plain = await client.chat.completions.create(params);
+    expect(plain.choices[0]?.message.content).toBe('{}');
+    const streamed = await client.chat.completions.stream(params).finalChatCompletion();
+    expect(streamed.choices[0]?.message.content).toBe('{}');
+    expect(streamed.choices[0]?.finish_reason).toBe('stop');
   });
 
   it('with tools too, calls the tools first and answers in the schema after their results', async () => {

@@ -22,6 +22,8 @@ const KEY = 'sk-upstream-0123456789';
 const NATIVE = 'acme/native';
 const NATIVE_PAIR = 'acme/native-pair';
 const BRIDGED = 'acme/bridged';
+/** Bridged onto chat, but without image-to-text: it takes no images. */
+const BRIDGED_TEXT = 'acme/bridged-text';
 
 let native: FakeOpenAI;
 let native2: FakeOpenAI;
@@ -63,6 +65,11 @@ models:
     name: Bridged onto chat
     type: text
     capabilities: [image-to-text]
+    routes: [{ provider: chat-only, model: plain-model }]
+  - namespace: ${BRIDGED_TEXT}
+    name: Bridged onto chat, text only
+    type: text
+    capabilities: [text-to-text]
     routes: [{ provider: chat-only, model: plain-model }]
 `,
     { UP_KEY: KEY },
@@ -455,6 +462,39 @@ describe('structured output, images and reasoning on the bridge', () => {
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as APIError).param).toBe('input[0].content[0].file_id');
   });
+
+  it.each<[string, string]>([
+    ['bridged', BRIDGED_TEXT],
+    ['passed through', NATIVE],
+  ])(
+    'refuses input_image to a model without image-to-text with a 400 naming input (%s), streamed or not',
+    async (_path, model) => {
+      const input: OpenAI.Responses.ResponseInput = [
+        { role: 'user', content: [{ type: 'input_text', text: 'Hello' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'What is this?' },
+            { type: 'input_image', image_url: 'https://example.com/cat.jpg', detail: 'auto' },
+          ],
+        },
+      ];
+      for (const stream of [false, true]) {
+        const err = await client.responses.create({ model, input, stream }).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+        const apiError = err as APIError;
+        expect(apiError).toMatchObject({ status: 400, param: 'input', code: 'invalid_parameter' });
+        expect(apiError.message).toContain('does not take images');
+        assertOpenAISchema('ErrorResponse', { error: apiError.error });
+      }
+      // Refused before any upstream saw it.
+      expect(chatOnly.requests).toHaveLength(0);
+      expect(native.requests).toHaveLength(0);
+      // The same model still takes text.
+      const ok = await client.responses.create({ model, input: 'Hello' });
+      expect(ok.status).toBe('completed');
+    },
+  );
 
   it('turns reasoning_content into a reasoning item before the message, in JSON and in the stream', async () => {
     const thought = 'The user greets me, so I greet back.';

@@ -268,10 +268,23 @@ const SCHEMAS: Record<string, { json: string; event: string }> = {
   '/v1/responses': { json: 'Response', event: 'ResponseStreamEvent' },
 };
 
+/**
+ * The routes that answer in OpenAI's format, errors included (`{"error": {message, type, param, code}}`).
+ * /v1/models and the Predictions API answer errors in the REST envelope instead (README).
+ */
+const OPENAI_ERROR_ROUTE = /^\/v1\/(chat\/completions|responses|embeddings|completions|moderations)(\/|$)/;
+
 async function checkExchange(ex: Exchange): Promise<void> {
   const text = await ex.text;
+  if (text === undefined) return;
+  if (ex.status !== 200) {
+    if (!OPENAI_ERROR_ROUTE.test(ex.path)) return;
+    expect(ex.contentType, `${ex.path} answered ${ex.status}`).toMatch(/^application\/json/);
+    assertOpenAISchema('ErrorResponse', JSON.parse(text));
+    return;
+  }
   const schemas = SCHEMAS[ex.path];
-  if (!schemas || ex.status !== 200 || text === undefined) return;
+  if (!schemas) return;
   if (!ex.contentType.startsWith('text/event-stream')) {
     assertOpenAISchema(schemas.json, JSON.parse(text));
     return;
@@ -280,8 +293,16 @@ async function checkExchange(ex: Exchange): Promise<void> {
   expect(events.length).toBeGreaterThan(0);
   for (const event of events) {
     if (event.data === '[DONE]') continue;
-    assertOpenAISchema(schemas.event, JSON.parse(event.data));
+    const data: unknown = JSON.parse(event.data);
+    // A chat stream reports a failure as `data: {"error": {…}}` (OpenAI's error object, no event type);
+    // Responses streams have their own `error` event, which ResponseStreamEvent covers.
+    const chatError = ex.path === '/v1/chat/completions' && isObject(data) && 'error' in data;
+    assertOpenAISchema(chatError ? 'ErrorResponse' : schemas.event, data);
   }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
 
 /** A weather tool every suite offers: its schema, the arguments the fakes are scripted with, its result. */

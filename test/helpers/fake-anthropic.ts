@@ -327,7 +327,9 @@ function blockDeltas(block: PlannedBlock): JsonObject[] {
     case 'redacted_thinking':
       return [];
     case 'tool_use':
-      // The API opens a tool's input with an empty piece (recorded streams), then the JSON in pieces.
+      // The API opens a tool's input with an empty piece (recorded streams), then the JSON in pieces; a
+      // tool called without arguments gets that empty piece only (no "{}"), its input being the block's
+      // `input: {}` from content_block_start.
       return ['', ...block.pieces].map((partial_json) => ({ type: 'input_json_delta', partial_json }));
   }
 }
@@ -441,7 +443,8 @@ function planReply(body: JsonObject | undefined, behavior: FakeAnthropicBehavior
         id: call.id ?? `toolu_fake${id}_${i}`,
         name: call.name,
         input: call.input,
-        pieces: anthropicJsonPieces(JSON.stringify(call.input)),
+        // An empty input streams as the opening empty piece alone (blockDeltas), never as "{}".
+        pieces: Object.keys(call.input).length === 0 ? [] : anthropicJsonPieces(JSON.stringify(call.input)),
       });
     }
     stopReason = 'tool_use';

@@ -65,6 +65,24 @@ describe('fake Anthropic streams', () => {
     );
   });
 
+  it('streams a call without arguments as the API does: input {} and a lone empty input_json_delta', async () => {
+    fake.setBehavior({ toolCalls: [{ id: 'toolu_clock', name: 'get_time', input: {} }] });
+    const res = await post({
+      model: 'claude-x',
+      max_tokens: 50,
+      stream: true,
+      messages: [{ role: 'user', content: 'Time?' }],
+      tools: [{ name: 'get_time', input_schema: { type: 'object', properties: {} } }],
+    });
+    const text = await res.text();
+    expect(text).toContain(
+      'data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_clock","name":"get_time","input":{}}}\n\n',
+    );
+    const pieces = [...text.matchAll(/"partial_json":("[^"]*")/g)].map((m) => JSON.parse(m[1] ?? '""'));
+    expect(pieces).toEqual(['']);
+    expect(text).toContain('"stop_reason":"tool_use"');
+  });
+
   it('streams thinking with empty thinking and signature at the start and a signature_delta before its stop', async () => {
     const res = await post({
       model: 'claude-x',

@@ -132,6 +132,72 @@ describe('AnthropicStreamTranslator: tools, structured output, thinking', () => 
       'tool_calls',
     ],
     [
+      'a call without arguments (a lone empty piece, as the API streams it) gets "{}" at its block stop',
+      [
+        start,
+        blockStart(0, { type: 'tool_use', id: 'toolu_01', name: 'get_time', input: {} }),
+        json(0, ''),
+        blockStop(0),
+        ...end('tool_use'),
+      ],
+      {},
+      [
+        { role: 'assistant', content: '' },
+        {
+          tool_calls: [
+            { index: 0, id: 'toolu_01', type: 'function', function: { name: 'get_time', arguments: '' } },
+          ],
+        },
+        { tool_calls: [{ index: 0, function: { arguments: '{}' } }] },
+        {},
+      ],
+      'tool_calls',
+    ],
+    [
+      'a call with no input_json_delta at all gets "{}" too, and a later call keeps its own index',
+      [
+        start,
+        blockStart(0, { type: 'tool_use', id: 'toolu_a', name: 'get_time', input: {} }),
+        blockStop(0),
+        blockStart(1, { type: 'tool_use', id: 'toolu_b', name: 'get_weather', input: {} }),
+        json(1, ''),
+        json(1, '{"city":"Paris"}'),
+        blockStop(1),
+        ...end('tool_use'),
+      ],
+      {},
+      [
+        { role: 'assistant', content: '' },
+        {
+          tool_calls: [
+            { index: 0, id: 'toolu_a', type: 'function', function: { name: 'get_time', arguments: '' } },
+          ],
+        },
+        { tool_calls: [{ index: 0, function: { arguments: '{}' } }] },
+        {
+          tool_calls: [
+            { index: 1, id: 'toolu_b', type: 'function', function: { name: 'get_weather', arguments: '' } },
+          ],
+        },
+        { tool_calls: [{ index: 1, function: { arguments: '{"city":"Paris"}' } }] },
+        {},
+      ],
+      'tool_calls',
+    ],
+    [
+      'an empty structured answer streams as the content "{}", not as nothing',
+      [
+        start,
+        blockStart(0, { type: 'tool_use', id: 'toolu_01', name: 'json', input: {} }),
+        json(0, ''),
+        blockStop(0),
+        ...end('tool_use'),
+      ],
+      { jsonTool: 'json' },
+      [{ role: 'assistant', content: '' }, { content: '{}' }, {}],
+      'stop',
+    ],
+    [
       'the structured-output tool streams as content, finishing with stop',
       [
         start,

@@ -1,0 +1,145 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SessionSigner } from '../../src/admin/session.js';
+import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
+
+const ADMIN_KEY = 'admin-key-for-tests-0123456789abcdef';
+
+interface SessionAnswer {
+  role: string;
+  account: { name: string } | null;
+  key: { id: string } | null;
+  csrf_token: string;
+}
+
+describe('SessionSigner', () => {
+  const signer = new SessionSigner(Buffer.alloc(32, 7));
+
+  it('reads back what it issued, and nothing tampered with, expired or signed by another secret', () => {
+    const { value, claims } = signer.issue({
+      role: 'owner',
+      sub: 'k1',
+      acct: 'a1',
+      exp: Date.now() + 60_000,
+    });
+    expect(signer.read(value)).toEqual(claims);
+    const [payload, mac] = value.split('.') as [string, string];
+    const forged = Buffer.from(JSON.stringify({ ...claims, acct: 'a2' })).toString('base64url');
+    expect(signer.read(`${forged}.${mac}`)).toBeUndefined();
+    expect(signer.read(`${payload}.${mac.slice(0, -2)}xx`)).toBeUndefined();
+    expect(signer.read(value, claims.exp)).toBeUndefined();
+    expect(new SessionSigner(Buffer.alloc(32, 8)).read(value)).toBeUndefined();
+    expect(signer.read('garbage')).toBeUndefined();
+  });
+
+  it('checks the CSRF token of the session it belongs to only', () => {
+    const a = signer.issue({ role: 'operator', sub: 'ops', exp: Date.now() + 60_000 }).claims;
+    const b = signer.issue({ role: 'operator', sub: 'ops', exp: Date.now() + 60_000 }).claims;
+    expect(signer.checkCsrf(a, signer.csrfToken(a))).toBe(true);
+    expect(signer.checkCsrf(a, signer.csrfToken(b))).toBe(false);
+    expect(signer.checkCsrf(a, undefined)).toBe(false);
+  });
+});
+
+describe('console sessions over HTTP', () => {
+  let g: TestGantry;
+  beforeAll(async () => {
+    g = await startGantry(LOCAL_CONFIG, { GANTRY_ADMIN_KEY: ADMIN_KEY });
+  });
+  afterAll(async () => g.close());
+
+  async function signIn(key: string) {
+    const res = await fetch(`${g.origin}/admin/v1/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ key }),
+    });
+    const cookie = (res.headers.get('set-cookie') ?? '').split(';')[0] as string;
+    return {
+      res,
+      cookie,
+      setCookie: res.headers.get('set-cookie') ?? '',
+      body: (await res.json()) as SessionAnswer,
+    };
+  }
+
+  it('signs an owner in with an API key: an HttpOnly SameSite=Strict cookie, no key in the answer', async () => {
+    const { res, setCookie, body } = await signIn(g.key);
+    expect(res.status).toBe(200);
+    expect(setCookie).toMatch(/^gantry_session=[^;]+; Path=\/; HttpOnly; SameSite=Strict; Max-Age=\d+/);
+    expect(body.role).toBe('owner');
+    expect(body.account?.name).toBe('test');
+    expect(typeof body.csrf_token).toBe('string');
+    expect(JSON.stringify(body)).not.toContain(g.key);
+    expect(setCookie).not.toContain(g.key);
+  });
+
+  it('signs an operator in with the admin key, and refuses a wrong key with 401', async () => {
+    expect((await signIn(ADMIN_KEY)).body.role).toBe('operator');
+    const bad = await signIn('not-a-key');
+    expect(bad.res.status).toBe(401);
+    expect(bad.setCookie).toBe('');
+  });
+
+  it('lets the console call /v1 with the cookie and its CSRF token, and only with both', async () => {
+    const { cookie, body } = await signIn(g.key);
+    const withToken = await fetch(`${g.baseURL}/chat/completions`, {
+      method: 'POST',
+      headers: { cookie, 'x-csrf-token': body.csrf_token, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gantry/local-chat', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(withToken.status).toBe(200);
+    expect(((await withToken.json()) as { object: string }).object).toBe('chat.completion');
+    const noToken = await fetch(`${g.baseURL}/models`, { headers: { cookie } });
+    expect(noToken.status).toBe(403);
+    const otherToken = (await signIn(g.key)).body.csrf_token;
+    const wrongToken = await fetch(`${g.baseURL}/models`, {
+      headers: { cookie, 'x-csrf-token': otherToken },
+    });
+    expect(wrongToken.status).toBe(403);
+  });
+
+  it('refuses an operator session on /v1 (the API needs an account)', async () => {
+    const { cookie, body } = await signIn(ADMIN_KEY);
+    const res = await fetch(`${g.baseURL}/models`, { headers: { cookie, 'x-csrf-token': body.csrf_token } });
+    expect(res.status).toBe(403);
+  });
+
+  it('takes an admin key, never an account key, as Bearer on /admin/v1', async () => {
+    const owner = await fetch(`${g.origin}/admin/v1/session`, {
+      headers: { authorization: `Bearer ${g.key}` },
+    });
+    expect(owner.status).toBe(401);
+    const accounts = await fetch(`${g.origin}/admin/v1/accounts`, {
+      headers: { authorization: `Bearer ${g.key}` },
+    });
+    expect(accounts.status).toBe(401);
+  });
+
+  it('ends the session when its key is revoked', async () => {
+    const { addKey } = await import('../helpers/gantry.js');
+    const key = addKey(g.store, 'test');
+    const { cookie, body } = await signIn(key);
+    const before = await fetch(`${g.origin}/admin/v1/session`, { headers: { cookie } });
+    expect(before.status).toBe(200);
+    const keyId = body.key?.id as string;
+    expect(g.store.getKey(keyId)?.revokedAt).toBeNull();
+    g.store.revokeKey(keyId);
+    const after = await fetch(`${g.origin}/admin/v1/session`, { headers: { cookie } });
+    expect(after.status).toBe(401);
+    const v1 = await fetch(`${g.baseURL}/models`, { headers: { cookie, 'x-csrf-token': body.csrf_token } });
+    expect(v1.status).toBe(401);
+  });
+
+  it('signs out: the cookie is cleared', async () => {
+    const res = await fetch(`${g.origin}/admin/v1/session`, { method: 'DELETE' });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('set-cookie')).toMatch(/^gantry_session=; .*Max-Age=0/);
+  });
+
+  it('refuses the 11th failed sign-in of a minute with 429', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 11; i++) statuses.push((await signIn(`wrong-${i}`)).res.status);
+    expect(statuses.slice(0, 10).every((s) => s === 401 || s === 429)).toBe(true);
+    expect(statuses[10]).toBe(429);
+  });
+});
