@@ -77,15 +77,18 @@ function readInt(query: Query, name: string, fallback: number, min: number, max:
 type View = Readonly<Record<string, unknown>>;
 
 /**
- * The Model object with its live status: the config's `status` is an operator's override and wins;
- * otherwise the status derived from the deployments' health (src/routing/status.ts), with
- * `status_reason` saying why when it is not operational.
+ * The Model object with its live status (Catalog.statusOf): an operator's override through the admin API,
+ * else the config's `status`, else the status derived from the deployments' health
+ * (src/routing/status.ts), with `status_reason` saying why when there is a reason.
  */
 function viewOf(gantry: Gantry, model: CatalogModel): View {
-  if (model.entry.status !== undefined) return model.view;
-  const derived = gantry.routing.statusOf(model.entry.namespace);
-  if (derived === undefined || derived.status === 'operational') return model.view;
-  return { ...model.view, status: derived.status, status_reason: derived.reason };
+  const shown = gantry.catalog.statusOf(model.entry, gantry.routing.statusOf(model.entry.namespace));
+  const reason = shown.reason ?? undefined;
+  if (shown.status === model.view.status && reason === model.view.status_reason) return model.view;
+  const { status_reason: _previous, ...rest } = model.view;
+  return reason === undefined
+    ? { ...rest, status: shown.status }
+    : { ...rest, status: shown.status, status_reason: reason };
 }
 
 function matches(query: Query): (view: View) => boolean {
