@@ -165,6 +165,9 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
   sinks.push(new CreditDebitSink(credits));
   const access = new AccessChanges(store, redis, {
     configured: new Set(config.accounts.map((a) => accountIdFor(a.name))),
+    onRelayError: (error) =>
+      log.warn({ err: error.message }, 'could not relay access changes on Redis; retrying until it answers'),
+    onRelayRecovered: () => log.info('access changes relayed on Redis again'),
   });
   const changesTimer = setInterval(() => {
     try {
@@ -267,6 +270,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     },
     close: async () => {
       clearInterval(changesTimer);
+      access.close();
       subscriber?.disconnect();
       await usage.close();
       await guarded.close();

@@ -2,7 +2,8 @@
  * The audit log (README, "Admin API"): every change made through the admin API or the console, who made it
  * and on what. Never a key or any other secret: details name things (ids, names, amounts), nothing more.
  * Embedded mode keeps it in a table of the store's database; distributed mode in one Redis stream that
- * every instance writes, so any instance lists every instance's entries.
+ * every instance writes, so any instance lists every instance's entries, plus one index stream per account
+ * (the same entries), so one account's entries are read without scanning everyone's.
  */
 import type { Redis } from 'ioredis';
 import type Database from 'libsql';
@@ -43,8 +44,16 @@ export const DEFAULT_AUDIT_LIMIT = 100;
 export const AUDIT_STREAM = 'gantry:{audit}';
 /** Entries the Redis stream keeps (approximately: `MAXLEN ~` trims whole nodes, cheaply). */
 const STREAM_MAX = 1_000_000;
-/** Stream entries read per XREVRANGE while filtering by account. */
-const PAGE = 500;
+/*
+ * KEYS[1] the stream, KEYS[2] (when the entry has an account) that account's index stream; ARGV: the
+ * streams' MAXLEN, the entry. Both written at once with the same id, so `before` pages either one, and
+ * listing one account's entries reads only those (never a scan of every instance's entries).
+ */
+const RECORD_SCRIPT = `
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'entry', ARGV[2])
+if KEYS[2] then redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], id, 'entry', ARGV[2]) end
+return id
+`;
 
 export function createAuditLog(deps: PlaneDeps): AuditLog {
   return deps.redis ? new RedisAuditLog(deps.redis) : new SqliteAuditLog(deps.store.handle);
@@ -140,7 +149,8 @@ export class RedisAuditLog implements AuditLog {
   async record(entry: Omit<AuditEntry, 'id' | 'at'>): Promise<AuditEntry> {
     const at = Date.now();
     const body = JSON.stringify({ ...entry, at });
-    const id = await this.redis.xadd(this.key, 'MAXLEN', '~', String(STREAM_MAX), '*', 'entry', body);
+    const keys = entry.accountId === null ? [this.key] : [this.key, this.accountKey(entry.accountId)];
+    const id = await this.redis.eval(RECORD_SCRIPT, keys.length, ...keys, String(STREAM_MAX), body);
     return { ...entry, id: id as string, at };
   }
 
@@ -151,19 +161,19 @@ export class RedisAuditLog implements AuditLog {
       if (!/^\d{1,15}-\d{1,15}$/.test(query.before)) throw new RangeError('not an audit entry id');
       end = `(${query.before}`;
     }
+    const key = query.accountId === undefined ? this.key : this.accountKey(query.accountId);
+    const page = await this.redis.xrevrange(key, end, '-', 'COUNT', limit);
     const found: AuditEntry[] = [];
-    for (;;) {
-      const page = await this.redis.xrevrange(this.key, end, '-', 'COUNT', PAGE);
-      for (const [id, fields] of page) {
-        const entry = parse(id, fields);
-        if (!entry) continue;
-        if (query.accountId !== undefined && entry.accountId !== query.accountId) continue;
-        found.push(entry);
-        if (found.length >= limit) return found;
-      }
-      if (page.length < PAGE) return found;
-      end = `(${(page[page.length - 1] as [string, string[]])[0]}`;
+    for (const [id, fields] of page) {
+      const entry = parse(id, fields);
+      if (entry) found.push(entry);
     }
+    return found;
+  }
+
+  /** One account's index stream (same hash tag as the stream: one slot, so one script writes both). */
+  private accountKey(accountId: string): string {
+    return `${this.key}:account:${accountId}`;
   }
 
   async close(): Promise<void> {}

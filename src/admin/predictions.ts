@@ -209,14 +209,14 @@ export function registerPredictionAdminRoutes(app: FastifyInstance, gantry: Gant
     async (request, reply) => {
       const scope = scopeOf(request);
       const record = await visible(scope, request.params.id);
-      const original = (await deps().store.deliveries(record.id)).find(
-        (d) => d.id === request.params.delivery,
-      );
+      const deliveries = await deps().store.deliveries(record.id);
+      const original = deliveries.find((d) => d.id === request.params.delivery);
       if (!original) throw new GantryError('NOT_FOUND', { message: 'Delivery not found' });
       if (!record.webhook) {
         throw new GantryError('CONFLICT', { message: 'The prediction has no webhook to deliver to' });
       }
-      const delivery = await redeliver(deps(), original);
+      // Throws CONFLICT while it is still pending, RATE_LIMIT_EXCEEDED past the hourly cap.
+      const delivery = await redeliver(deps(), original, deliveries);
       await audit(gantry, request, scope, {
         action: 'delivery.redeliver',
         accountId: record.accountId,

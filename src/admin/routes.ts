@@ -33,10 +33,12 @@ export function scopeOf(request: FastifyRequest): Scope {
 export function registerAdminRoutes(app: FastifyInstance, gantry: Gantry): void {
   app.decorateRequest('scope', null);
   app.addHook('onRequest', async (request) => {
-    const url = request.url;
-    if (!url.startsWith(`${ADMIN_PREFIX}/`)) return;
+    // The matched route, not the raw URL: the router decodes the path, so /%61dmin/v1/accounts reaches
+    // /admin/v1/accounts and must be checked as it. An unmatched URL answers 404 without a scope.
+    const route = request.routeOptions.url;
+    if (route === undefined || !route.startsWith(`${ADMIN_PREFIX}/`)) return;
     // Sign-in and the session's own routes read the cookie themselves.
-    if (url === `${ADMIN_PREFIX}/session` || url.startsWith(`${ADMIN_PREFIX}/session?`)) return;
+    if (route === `${ADMIN_PREFIX}/session`) return;
     request.scope = gantry.plane.auth.scope(request);
   });
   registerSessionRoutes(app, gantry);

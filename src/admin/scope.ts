@@ -33,6 +33,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 export class AdminAuth {
   private readonly adminByHash: Map<string, string>;
+  /** adminKeyTag of each admin key -> its name: what an operator session is checked against. */
+  private readonly adminByTag: Map<string, string>;
 
   constructor(
     adminKeys: readonly AdminKeyEntry[],
@@ -40,6 +42,7 @@ export class AdminAuth {
     private readonly store: Store,
   ) {
     this.adminByHash = new Map(adminKeys.map((k) => [k.sha256, k.name]));
+    this.adminByTag = new Map(adminKeys.map((k) => [sessions.adminKeyTag(k.sha256), k.name]));
   }
 
   get hasAdminKeys(): boolean {
@@ -57,12 +60,14 @@ export class AdminAuth {
    */
   signIn(key: string, sessionMs: number): { cookie: string; claims: SessionClaims; scope: Scope } {
     const exp = Date.now() + sessionMs;
-    const admin = this.adminKeyName(key);
+    const sha256 = hashKey(key);
+    const admin = this.adminByHash.get(sha256);
     if (admin !== undefined) {
-      const { value, claims } = this.sessions.issue({ role: 'operator', sub: admin, exp });
+      const kh = this.sessions.adminKeyTag(sha256);
+      const { value, claims } = this.sessions.issue({ role: 'operator', sub: admin, kh, exp });
       return { cookie: value, claims, scope: this.fromClaims(claims) as Scope };
     }
-    const found = this.store.findKeyByHash(hashKey(key));
+    const found = this.store.findKeyByHash(sha256);
     if (!found) throw new GantryError('UNAUTHORIZED', { message: 'Invalid or revoked key' });
     if (found.account.status === 'suspended') throw new GantryError('ACCOUNT_SUSPENDED');
     const { value, claims } = this.sessions.issue({
@@ -143,8 +148,9 @@ export class AdminAuth {
   /** The scope of valid claims: an owner's key must still be live and its account active. */
   private fromClaims(claims: SessionClaims): Scope | undefined {
     if (claims.role === 'operator') {
-      // An admin key removed from the config ends its sessions at the next start.
-      if (![...this.adminByHash.values()].includes(claims.sub)) return undefined;
+      // An admin key removed from the config, or replaced by another under the same name, ends its
+      // sessions at the next start: the session names the key by a MAC of its hash.
+      if (claims.kh === undefined || this.adminByTag.get(claims.kh) !== claims.sub) return undefined;
       return { role: 'operator', actor: `admin:${claims.sub}`, via: 'session' };
     }
     const key = this.store.getKey(claims.sub);

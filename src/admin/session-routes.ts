@@ -10,8 +10,13 @@ import { ADMIN_PREFIX } from './routes.js';
 import type { Scope } from './scope.js';
 import { type SessionClaims, sessionCookie } from './session.js';
 
-/** Failed sign-ins one client address may make per minute before it is refused for the rest of it. */
+/**
+ * Failed sign-ins one client address may make per minute before it is refused for the rest of it. Counted
+ * per instance, by the address the connection comes from (behind a reverse proxy: the proxy's).
+ */
 const FAILED_SIGN_INS_PER_MINUTE = 10;
+/** Client addresses tracked at most: past it the oldest is forgotten, never every one at once. */
+const MAX_TRACKED_ADDRESSES = 10_000;
 
 export function registerSessionRoutes(app: FastifyInstance, gantry: Gantry): void {
   const failures = new Map<string, { count: number; until: number }>();
@@ -43,13 +48,21 @@ export function registerSessionRoutes(app: FastifyInstance, gantry: Gantry): voi
     try {
       signed = gantry.plane.auth.signIn(body.key, gantry.config.web.console.sessionMs);
     } catch (err) {
-      const entry = seen && seen.until > now ? seen : { count: 0, until: now + 60_000 };
+      let entry = seen && seen.until > now ? seen : undefined;
+      if (entry === undefined) {
+        // A new window goes to the end of the Map's insertion order: the oldest stay first.
+        failures.delete(request.ip);
+        entry = { count: 0, until: now + 60_000 };
+        failures.set(request.ip, entry);
+      }
       entry.count++;
-      failures.set(request.ip, entry);
-      if (failures.size > 10_000) failures.clear();
+      for (const oldest of failures.keys()) {
+        if (failures.size <= MAX_TRACKED_ADDRESSES) break;
+        failures.delete(oldest);
+      }
       throw err;
     }
-    failures.delete(request.ip);
+    // A success does not reset the count: one valid key must not buy another round of guesses.
     reply.header(
       'set-cookie',
       sessionCookie(signed.cookie, gantry.config.web.console.sessionMs, secure(request)),

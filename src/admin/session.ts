@@ -1,7 +1,7 @@
 /**
  * Console sessions (README, "Console"): a signed cookie, so every instance that shares GANTRY_SECRET_KEY
- * reads it without a shared session store. The cookie holds who signed in (an admin key's name, or an API
- * key's id and its account), never a key. An owner's session is checked against its key on every request,
+ * reads it without a shared session store. The cookie holds who signed in (an admin key's name and a MAC of
+ * its hash, or an API key's id and its account), never a key. An owner's session is checked against its key on every request,
  * so revoking the key (or suspending the account) ends the session at once.
  *
  * CSRF: the cookie is HttpOnly and SameSite=Strict, and every request made with it that changes state
@@ -19,6 +19,11 @@ export interface SessionClaims {
   sub: string;
   /** owner: the account's id. */
   acct?: string;
+  /**
+   * operator: a short MAC of the admin key's SHA-256 (adminKeyTag), so a key rotated under the same name
+   * (GANTRY_ADMIN_KEY is always `env`) ends the sessions signed in with the old one.
+   */
+  kh?: string;
   /** Expiry, epoch ms. */
   exp: number;
   /** Random per session: the CSRF token derives from it. */
@@ -54,7 +59,13 @@ export class SessionSigner {
     if (typeof claims.exp !== 'number' || claims.exp <= now) return undefined;
     if (claims.role !== 'operator' && claims.role !== 'owner') return undefined;
     if (typeof claims.sub !== 'string' || typeof claims.n !== 'string') return undefined;
+    if (claims.kh !== undefined && typeof claims.kh !== 'string') return undefined;
     return claims;
+  }
+
+  /** What an operator session keeps of its admin key: a MAC of its SHA-256, never the key or its hash. */
+  adminKeyTag(sha256: string): string {
+    return createHmac('sha256', this.key).update(`admin-key:${sha256}`).digest('base64url').slice(0, 22);
   }
 
   csrfToken(claims: SessionClaims): string {

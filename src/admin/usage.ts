@@ -5,14 +5,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
-import { addDays, dayOf, isDay } from '../usage/query-days.js';
+import { addDays, dayOf, daySpan, isDay, MAX_USAGE_DAYS } from '../usage/query-days.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import { requireAccount } from './scope.js';
 
 /** The range when none is asked for: the last 30 days, today included. */
 const DEFAULT_DAYS = 30;
-/** The longest range: the days the distributed mode keeps (redis-sink.ts, DEFAULT_DAY_TTL_SECONDS). */
-export const MAX_USAGE_DAYS = 400;
+
+export { MAX_USAGE_DAYS };
 
 const DAY_SCHEMA = { type: 'string', pattern: '^\\d{4}-\\d{2}-\\d{2}$' } as const;
 
@@ -118,7 +118,7 @@ function range(query: Record<string, unknown>): { from: string; to: string } {
       throw new GantryError('INVALID_DATE_FORMAT', {
         param: name,
         message: `\`${name}\` must be a date written YYYY-MM-DD`,
-        details: `${name}: a UTC calendar day such as ${dayOf(Date.now())}`,
+        details: `${name}: a UTC calendar day such as ${dayOf(Date.now())}, in the years 1900 to 9998`,
       });
     }
     return value;
@@ -127,13 +127,15 @@ function range(query: Record<string, unknown>): { from: string; to: string } {
   const givenTo = day('to');
   const to = givenTo ?? (givenFrom === undefined ? dayOf(Date.now()) : maxDay(givenFrom, dayOf(Date.now())));
   const from = givenFrom ?? addDays(to, -(DEFAULT_DAYS - 1));
-  if (from > to) {
+  // Compared as days (epoch ms), not as strings.
+  const span = daySpan(from, to);
+  if (span < 1) {
     throw new GantryError('INVALID_DATE_RANGE', {
       param: 'from',
       details: `from ${from} is after to ${to}`,
     });
   }
-  if (addDays(from, MAX_USAGE_DAYS - 1) < to) {
+  if (span > MAX_USAGE_DAYS) {
     throw new GantryError('INVALID_DATE_RANGE', {
       param: 'from',
       message: `A range spans at most ${MAX_USAGE_DAYS} days`,

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Account, ApiKeyRecord } from '../store/types.js';
+import { type BackoffPolicy, nextDelayMs } from '../webhooks/backoff.js';
 
 /**
  * Revocations and account status changes reach a running server within a second (README, "Keys"):
@@ -13,6 +14,8 @@ import type { Account, ApiKeyRecord } from '../store/types.js';
  *   so the changes are also kept in Redis (revoked hashes in REVOKED_SET, the last status relayed for an
  *   account in ACCOUNTS_HASH) and join() reads them again each time the subscriber (re)connects. Only
  *   SHA-256 hashes of keys travel.
+ * - A relay that fails (Redis stalled or away while the subscriber stays up) is retried on a timer, with
+ *   backoff (RELAY_RETRY), until it succeeds: a revocation never waits for a reconnect to be heard.
  * - Keys and accounts created through the admin API, and accounts it suspends or moves to another tier,
  *   are relayed the same way (KEYS_HASH, ACCOUNTS_HASH), so every instance knows them by the same id.
  * - Last use: each instance's batched flush of last-use times also goes to LAST_USED_HASH, which the
@@ -42,6 +45,9 @@ for i = 1, #ARGV, 2 do
 end
 return 0
 `;
+
+/** Retries of a failed relay: from 1 s, doubling (with jitter) up to 10 s, until Redis takes it. */
+const RELAY_RETRY: BackoffPolicy = { baseMs: 1_000, maxMs: 10_000 };
 
 /** The part of SqliteStore this needs. */
 export interface AccessStore {
@@ -89,6 +95,13 @@ export interface AccessOptions {
    * through the admin API) takes the last relayed state.
    */
   configured?: ReadonlySet<string>;
+  /**
+   * Told once when relaying starts failing (and again only after a relay succeeded): the changes are
+   * kept and retried meanwhile.
+   */
+  onRelayError?: (error: Error) => void;
+  /** Told when the relay works again after onRelayError. */
+  onRelayRecovered?: () => void;
 }
 
 type Status = Account['status'];
@@ -97,10 +110,19 @@ export class AccessChanges {
   private version: number;
   private revoked: Set<string>;
   private suspended: Set<string>;
-  /** Account changes made here whose relay failed (Redis was away): join() relays them again. */
+  /** Account changes made here whose relay failed (Redis was away): retried, and relayed by join(). */
   private readonly unshared = new Map<string, RelayedAccount>();
-  /** Keys created here whose relay failed: join() relays them again. */
+  /** Keys created here whose relay failed: retried, and relayed by join(). */
   private readonly unsharedKeys = new Map<string, RelayedKey>();
+  /** Revocations made here whose relay failed: retried (join() shares every revocation of the store). */
+  private readonly unsharedRevoked = new Set<string>();
+  private retryTimer: ReturnType<typeof setTimeout> | undefined;
+  private retrying = false;
+  private retryAttempt = 0;
+  /** Whether onRelayError was told about the current run of failures. */
+  private failing = false;
+  private closed = false;
+  private readonly options: AccessOptions;
   private readonly configured: ReadonlySet<string>;
   /**
    * Account statuses relayed before this instance started are not applied: at start the store holds
@@ -114,6 +136,7 @@ export class AccessChanges {
     private readonly redis?: Redis,
     options: AccessOptions = {},
   ) {
+    this.options = options;
     this.configured = options.configured ?? new Set();
     this.version = store.dataVersion();
     this.revoked = new Set(store.revokedKeyHashes());
@@ -173,14 +196,13 @@ export class AccessChanges {
     this.suspended = suspended;
     if (accounts.length > 0) change.accounts = accounts;
     for (const account of accounts) this.unshared.set(account.id, account);
-    // On failure the revocations are shared again by join() (they are in this.revoked, not in Redis),
-    // and the account changes stay in this.unshared.
-    if (change.revoked || change.accounts) void this.publish(change).catch(() => undefined);
+    // On failure the change is retried (the account changes stay in this.unshared).
+    if (change.revoked || change.accounts) void this.relay(change);
   }
 
   /**
    * The admin API created this key here: relay it (with its hash, never the key) so every instance
-   * accepts it. Resolves once relayed; on failure join() relays it when Redis is back.
+   * accepts it. Resolves once relayed or failed; a failed relay is retried until Redis takes it.
    */
   async keyCreated(key: ApiKeyRecord, keyHash: string): Promise<void> {
     if (!this.redis) return;
@@ -193,15 +215,15 @@ export class AccessChanges {
       created_at: key.createdAt,
     };
     this.unsharedKeys.set(key.id, relayed);
-    await this.publish({ keys: [relayed] }).catch(() => undefined);
+    await this.relay({ keys: [relayed] });
   }
 
   /** The admin API revoked the key with this hash here: refused on every instance as soon as they hear. */
   async keyRevoked(keyHash: string): Promise<void> {
     if (this.revoked.has(keyHash)) return;
     this.revoked.add(keyHash);
-    // On failure join() shares it again (it is in this.revoked, not in Redis).
-    if (this.redis) await this.publish({ revoked: [keyHash] }).catch(() => undefined);
+    // On failure it is retried on a timer, without waiting for the subscriber to reconnect.
+    if (this.redis) await this.relay({ revoked: [keyHash] });
   }
 
   /** The admin API created this account, or changed its status or tier, here: relay its whole record. */
@@ -211,7 +233,77 @@ export class AccessChanges {
     if (!this.redis) return;
     const relayed = this.relayed(account.id, account.status, account);
     this.unshared.set(account.id, relayed);
-    await this.publish({ accounts: [relayed] }).catch(() => undefined);
+    await this.relay({ accounts: [relayed] });
+  }
+
+  /** Stops retrying failed relays (the server is closing). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+  }
+
+  /** Publishes `change`; on failure keeps it (unshared*) and retries it on a timer. Never rejects. */
+  private async relay(change: AccessChange): Promise<void> {
+    try {
+      await this.publish(change);
+    } catch (error) {
+      for (const hash of change.revoked ?? []) this.unsharedRevoked.add(hash);
+      this.relayFailed(error as Error);
+    }
+  }
+
+  private relayFailed(error: Error): void {
+    if (!this.failing) {
+      this.failing = true;
+      this.options.onRelayError?.(error);
+    }
+    this.scheduleRetry();
+  }
+
+  private scheduleRetry(): void {
+    if (this.closed || this.retryTimer !== undefined || this.retrying) return;
+    this.retryAttempt++;
+    this.retryTimer = setTimeout(() => void this.retry(), nextDelayMs(this.retryAttempt, RELAY_RETRY));
+    this.retryTimer.unref();
+  }
+
+  private recovered(): void {
+    if (!this.failing) return;
+    this.failing = false;
+    this.options.onRelayRecovered?.();
+  }
+
+  /** Relays everything still unshared, in one change; on failure schedules the next try. */
+  private async retry(): Promise<void> {
+    this.retryTimer = undefined;
+    if (this.closed) return;
+    if (this.unsharedRevoked.size === 0 && this.unshared.size === 0 && this.unsharedKeys.size === 0) {
+      // Relayed meanwhile (by another change's relay, or join()).
+      this.retryAttempt = 0;
+      this.recovered();
+      return;
+    }
+    const change: AccessChange = {
+      revoked: [...this.unsharedRevoked],
+      accounts: [...this.unshared.values()],
+      keys: [...this.unsharedKeys.values()],
+    };
+    this.retrying = true;
+    try {
+      await this.publish(change);
+    } catch (error) {
+      this.retrying = false;
+      this.relayFailed(error as Error);
+      return;
+    }
+    this.retrying = false;
+    this.retryAttempt = 0;
+    this.recovered();
+    // A change that failed while this one was in flight.
+    if (this.unsharedRevoked.size > 0 || this.unshared.size > 0 || this.unsharedKeys.size > 0) {
+      this.scheduleRetry();
+    }
   }
 
   /** Distributed mode: shares last-use times (the Authenticator's batched flush). */
@@ -317,6 +409,7 @@ export class AccessChanges {
     }
     await redis.publish(CHANNEL, JSON.stringify(change));
     // Relayed: forget what was waiting, unless it changed again meanwhile.
+    for (const hash of change.revoked ?? []) this.unsharedRevoked.delete(hash);
     for (const account of change.accounts ?? []) {
       if (this.unshared.get(account.id) === account) this.unshared.delete(account.id);
     }

@@ -132,4 +132,37 @@ describeRedis('RedisAuditLog', () => {
     expect(seen.map((e) => e.details)).toEqual([{ status: 'suspended' }]);
     expect(await a.xlen(key)).toBe(1);
   });
+
+  it("reads one account's entries without scanning every other account's", async () => {
+    const client = new Redis(redis.url);
+    clients.push(client);
+    const log = new RedisAuditLog(client, `gantry:{audit}:bounded${n++}`);
+    const entry = (accountId: string, i: number) => ({
+      actor: 'admin:ops',
+      action: 'credits.grant',
+      accountId,
+      target: accountId,
+      details: { i },
+    });
+    for (let i = 0; i < 3; i++) await log.record(entry('acct_quiet', i));
+    // Many newer entries of another account (and none of this one) sit in front of them.
+    await Promise.all(Array.from({ length: 3_000 }, (_, i) => log.record(entry('acct_busy', i))));
+    let read = 0;
+    const xrevrange = client.xrevrange.bind(client);
+    client.xrevrange = (async (...args: Parameters<typeof xrevrange>) => {
+      const page = await xrevrange(...args);
+      read += page.length;
+      return page;
+    }) as typeof client.xrevrange;
+    const quiet = await log.list({ accountId: 'acct_quiet', limit: 2 });
+    expect(quiet.map((e) => e.details)).toEqual([{ i: 2 }, { i: 1 }]);
+    const next = await log.list({ accountId: 'acct_quiet', limit: 2, before: quiet[1]?.id as string });
+    expect(next.map((e) => e.details)).toEqual([{ i: 0 }]);
+    // What was read is what was answered, not the 3,000 entries of the other account.
+    expect(read).toBe(3);
+    // The whole log still lists every entry, newest first, paged by the same ids.
+    const all = await log.list({ limit: 3_001 });
+    expect(all).toHaveLength(3_001);
+    expect(all[3_000]?.details).toEqual({ i: 2 });
+  });
 });

@@ -1,5 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { AdminAuth } from '../../src/admin/scope.js';
 import { SessionSigner } from '../../src/admin/session.js';
+import { hashKey } from '../../src/auth/keys.js';
+import { GantryError } from '../../src/errors.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
 import { LOCAL_CONFIG, startGantry, type TestGantry } from '../helpers/gantry.js';
 
 const ADMIN_KEY = 'admin-key-for-tests-0123456789abcdef';
@@ -37,6 +41,37 @@ describe('SessionSigner', () => {
     expect(signer.checkCsrf(a, signer.csrfToken(a))).toBe(true);
     expect(signer.checkCsrf(a, signer.csrfToken(b))).toBe(false);
     expect(signer.checkCsrf(a, undefined)).toBe(false);
+  });
+});
+
+describe('operator sessions', () => {
+  const signer = new SessionSigner(Buffer.alloc(32, 9));
+  const store = new SqliteStore(':memory:');
+  const OLD_KEY = 'admin-key-before-rotation-0123456789';
+  const NEW_KEY = 'admin-key-after-rotation-0123456789a';
+  /** The admin keys of one start: GANTRY_ADMIN_KEY is always named `env`. */
+  const authWith = (key: string) => new AdminAuth([{ name: 'env', sha256: hashKey(key) }], signer, store);
+  const request = (cookie: string) => ({ method: 'GET', headers: { cookie: `gantry_session=${cookie}` } });
+
+  it('end when the admin key is rotated under the same name, and hold while it is not', () => {
+    const { cookie } = authWith(OLD_KEY).signIn(OLD_KEY, 60_000);
+    expect(cookie).not.toContain(hashKey(OLD_KEY));
+    // A restart with the same key keeps the session.
+    expect(authWith(OLD_KEY).scope(request(cookie))).toMatchObject({ role: 'operator', actor: 'admin:env' });
+    // A restart with another key under the same name ends it.
+    let refused: unknown;
+    try {
+      authWith(NEW_KEY).scope(request(cookie));
+    } catch (err) {
+      refused = err;
+    }
+    expect(refused).toBeInstanceOf(GantryError);
+    expect((refused as GantryError).errorId).toBe('UNAUTHORIZED');
+  });
+
+  it('refuse a session signed without the key MAC (issued before it existed, or forged by name)', () => {
+    const { value } = signer.issue({ role: 'operator', sub: 'env', exp: Date.now() + 60_000 });
+    expect(() => authWith(OLD_KEY).scope(request(value))).toThrow(GantryError);
   });
 });
 
@@ -142,4 +177,46 @@ describe('console sessions over HTTP', () => {
     expect(statuses.slice(0, 10).every((s) => s === 401 || s === 429)).toBe(true);
     expect(statuses[10]).toBe(429);
   });
+});
+
+describe('the sign-in throttle', () => {
+  let g: TestGantry;
+  // A fresh instance per test: each starts with no address counted.
+  beforeEach(async () => {
+    g = await startGantry(LOCAL_CONFIG, { GANTRY_ADMIN_KEY: ADMIN_KEY });
+  });
+  afterEach(async () => g.close());
+
+  /** A sign-in from `address` (the connection's address: the throttle counts per client address). */
+  const signInFrom = async (address: string, key: string): Promise<number> =>
+    (
+      await g.app.inject({
+        method: 'POST',
+        url: '/admin/v1/session',
+        remoteAddress: address,
+        payload: { key },
+      })
+    ).statusCode;
+
+  it('is not reset by a success: a valid key buys no more guesses', async () => {
+    const address = '10.1.0.1';
+    for (let i = 0; i < 9; i++) expect(await signInFrom(address, `wrong-${i}`)).toBe(401);
+    expect(await signInFrom(address, g.key)).toBe(200);
+    expect(await signInFrom(address, 'wrong-9')).toBe(401);
+    // Ten failures this minute: refused, the valid key included.
+    expect(await signInFrom(address, 'wrong-10')).toBe(429);
+    expect(await signInFrom(address, g.key)).toBe(429);
+    // Another address is counted apart.
+    expect(await signInFrom('10.1.0.2', g.key)).toBe(200);
+  });
+
+  it('forgets the oldest addresses past 10,000, never the recent ones', async () => {
+    for (let i = 0; i < 10_000; i++) {
+      expect(await signInFrom(`10.2.${i >> 8}.${i & 255}`, 'wrong')).toBe(401);
+    }
+    // The 10,001st address overflows the table at its first failure: its failures still all count.
+    const address = '10.3.0.1';
+    for (let i = 0; i < 10; i++) expect(await signInFrom(address, `wrong-${i}`)).toBe(401);
+    expect(await signInFrom(address, 'wrong-10')).toBe(429);
+  }, 60_000);
 });

@@ -144,6 +144,18 @@ function suite(mode: 'embedded' | 'redis') {
       const asApiKey = await restCall(gantry.origin, 'GET', '/admin/v1/accounts', { key: gantry.key });
       expectError(asApiKey, 401, 'UNAUTHORIZED');
     });
+
+    it('checks a percent-encoded path as the route it reaches: 401 without credentials, never 500', async () => {
+      for (const path of ['/%61dmin/v1/accounts', '/admin/v1/%61ccounts', '/%61%64min/%761/audit']) {
+        const res = await restCall<ErrorBody>(gantry.origin, 'GET', path, { key: null });
+        expect(res.status, `${path}: ${res.text}`).toBe(401);
+        const withKey = await restCall(gantry.origin, 'GET', path, {
+          key: null,
+          headers: { authorization: `Bearer ${ADMIN_KEY}` },
+        });
+        expect(withKey.status, `${path}: ${withKey.text}`).toBe(200);
+      }
+    });
   });
 
   describe('accounts', () => {

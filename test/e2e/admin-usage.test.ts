@@ -261,6 +261,14 @@ function usageSuite(mode: 'embedded' | 'redis'): void {
     expectError(await admin<ErrorAnswer>('?from=yesterday'), 400, 'INVALID_DATE_FORMAT');
     expectError(await admin<ErrorAnswer>('?from=2026-03-05&to=2026-03-01'), 400, 'INVALID_DATE_RANGE');
     expectError(await admin<ErrorAnswer>('?from=2024-01-01&to=2026-01-01'), 400, 'INVALID_DATE_RANGE');
+    // Past year 9999 days no longer sort as written: such a range must be refused, never looped over.
+    expectError(await admin<ErrorAnswer>('?from=9998-11-27&to=9999-12-31'), 400, 'INVALID_DATE_FORMAT');
+    expectError(await admin<ErrorAnswer>('?from=9999-12-31'), 400, 'INVALID_DATE_FORMAT');
+    expectError(await admin<ErrorAnswer>('?from=10000-01-01'), 400, 'INVALID_DATE_FORMAT');
+    expectError(await admin<ErrorAnswer>('?from=9997-11-01&to=9998-12-31'), 400, 'INVALID_DATE_RANGE');
+    const lastYear = await admin<UsageAnswer>('?from=9998-12-01&to=9998-12-31');
+    expect(lastYear.status).toBe(200);
+    expect(lastYear.body.data).toEqual([]);
     expectError(await admin<ErrorAnswer>('?account=a&account=b'), 400, 'INVALID_PARAMETER');
     const withApiKey = await restCall<ErrorAnswer>(g.origin, 'GET', '/admin/v1/usage', {
       key: null,

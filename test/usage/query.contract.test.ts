@@ -11,7 +11,7 @@ import { SqliteStore } from '../../src/store/sqlite.js';
 import { ledgerPathFor, openLedgerFile } from '../../src/usage/ledger-file.js';
 import { LedgerThread, ThreadedUsageSink } from '../../src/usage/ledger-thread.js';
 import type { UsageDay, UsageQuery } from '../../src/usage/query.js';
-import { addDays, daysBetween, isDay } from '../../src/usage/query-days.js';
+import { addDays, daysBetween, isDay, MAX_USAGE_DAYS } from '../../src/usage/query-days.js';
 import { createRedisUsageQuery } from '../../src/usage/query-redis.js';
 import { createSqliteUsageQuery } from '../../src/usage/query-sqlite.js';
 import { type UsageRecord, UsageRecordError } from '../../src/usage/record.js';
@@ -380,5 +380,18 @@ describe('UTC days', () => {
       '2026-01-02',
     ]);
     expect(daysBetween('2026-01-02', '2026-01-01')).toEqual([]);
+  });
+
+  it('takes only years whose every reachable day keeps four digits, and bounds a listing', () => {
+    expect(isDay('9998-12-31')).toBe(true);
+    for (const day of ['9999-01-01', '9999-12-31', '+10000-01-01', '1899-12-31'])
+      expect(isDay(day)).toBe(false);
+    expect(daysBetween('9998-12-30', '9998-12-31')).toEqual(['9998-12-30', '9998-12-31']);
+    expect(addDays('9998-12-31', 1)).toBe('9999-01-01');
+    expect(daysBetween('2025-01-01', addDays('2025-01-01', MAX_USAGE_DAYS - 1))).toHaveLength(MAX_USAGE_DAYS);
+    // Past the cap, or past year 9999, a listing throws rather than looping.
+    expect(() => daysBetween('2025-01-01', addDays('2025-01-01', MAX_USAGE_DAYS))).toThrow(RangeError);
+    expect(daysBetween('9998-11-27', '9999-12-31')).toHaveLength(MAX_USAGE_DAYS);
+    expect(() => daysBetween('9998-11-26', '10000-01-01')).toThrow(RangeError);
   });
 });
