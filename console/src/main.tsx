@@ -100,7 +100,7 @@ function App() {
         <span class="who">
           {operator
             ? `Operator ${session.actor}${ctx.accountId ? ` · account ${ctx.accountId}` : ''}`
-            : `${session.account?.name ?? ''} · key ${session.key?.prefix ?? ''}…`}
+            : `${session.account?.name ?? ''} · key ${session.key?.prefix ?? ''}`}
         </span>
         <button type="button" onClick={signOut}>
           Sign out

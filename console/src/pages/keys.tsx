@@ -70,7 +70,7 @@ export function KeysPage({ ctx }: { ctx: Ctx }) {
               <tr key={k.id} data-key-id={k.id}>
                 <td>{k.name}</td>
                 <td>
-                  <code>{k.prefix}…</code>
+                  <code>{k.prefix}</code>
                 </td>
                 <td>{when(k.created_at)}</td>
                 <td>{k.last_used_at ? when(k.last_used_at) : 'never'}</td>

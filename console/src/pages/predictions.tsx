@@ -246,6 +246,14 @@ export function PredictionPage({ ctx, id }: { ctx: Ctx; id: string }) {
     };
   }, [id, loadDeliveries]);
 
+  // A delivery on its way is followed until it ends, so its outcome shows without a reload.
+  const settling = deliveries?.some((d) => d.state === 'pending' || d.state === 'sending') ?? false;
+  useEffect(() => {
+    if (!settling) return;
+    const timer = setTimeout(() => void loadDeliveries(), 1000);
+    return () => clearTimeout(timer);
+  }, [settling, deliveries, loadDeliveries]);
+
   const redeliver = async (delivery: Delivery) => {
     try {
       await api(
