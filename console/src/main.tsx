@@ -9,6 +9,7 @@ import { api, type Session, setCsrf, whenSignedOut } from './api.js';
 import { Loading } from './components.js';
 import { AccountsPage } from './pages/accounts.js';
 import type { Ctx } from './pages/ctx.js';
+import { IncidentsPage } from './pages/incidents.js';
 import { KeysPage } from './pages/keys.js';
 import { ModelPage, ModelsPage } from './pages/models.js';
 import { PlaygroundPage } from './pages/playground.js';
@@ -77,6 +78,7 @@ function App() {
     ['/predictions', 'Predictions'],
     ['/models', 'Models'],
     ...(operator ? [] : ([['/playground', 'Playground']] as Array<[string, string]>)),
+    ['/incidents', 'Incidents'],
   ];
 
   return (
@@ -136,6 +138,8 @@ function Page({ path, search, ctx }: { path: string; search: URLSearchParams; ct
       return second && third ? <ModelPage ctx={ctx} id={`${second}/${third}`} /> : <ModelsPage ctx={ctx} />;
     case 'playground':
       return <PlaygroundPage ctx={ctx} />;
+    case 'incidents':
+      return <IncidentsPage ctx={ctx} />;
     case undefined:
       return <Loading />;
     default:
