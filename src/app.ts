@@ -101,7 +101,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     return `http://${config.server.host}:${config.server.port}`;
   };
   const backends = createBackends(config, () => `${publicUrl()}/internal/backends`);
-  await loadModelSchemas(config.models, backends, app.log);
+  const pendingSchemas = await loadModelSchemas(config.models, backends, app.log);
 
   const services = createServices(config, store, {
     log: app.log,
@@ -123,6 +123,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     safety,
     log: app.log,
     publicUrl,
+    pendingSchemas,
   });
   const routing = createRouting(config, store, services.metrics, app.log);
   const plane = createControlPlane(
@@ -135,7 +136,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     services,
     catalog,
     providers,
-    auth: new Authenticator(store),
+    auth: new Authenticator(store, services.access),
     predictions,
     safety,
     routing,

@@ -40,14 +40,32 @@ export class Catalog {
   }
 
   /**
-   * At start, before serving: a model Gantry cannot serve (its input schema does not compile) is shown
-   * `offline` with `status_reason`, and refused on use; the others are untouched.
+   * A model Gantry cannot serve (its input schema does not compile, its schemas cannot be read yet) is
+   * shown `offline` with `status_reason`, and refused on use; the others are untouched.
    */
   takeOffline(namespace: string, reason: string): void {
     const model = this.byNamespace.get(namespace);
     if (!model) return;
     model.entry.status = 'offline';
     model.entry.status_reason = reason;
+    const updated: CatalogModel = {
+      entry: model.entry,
+      view: Object.freeze(toView(model.entry, this.createdAt)),
+    };
+    this.byNamespace.set(namespace, updated);
+    this.ordered[this.ordered.indexOf(model)] = updated;
+  }
+
+  /**
+   * A model taken offline at start whose schemas have since loaded (src/predictions/setup.ts): back to
+   * `status` (its configured one), without `status_reason`, and shown with its entry as it is now.
+   */
+  bringOnline(namespace: string, status: ModelEntry['status']): void {
+    const model = this.byNamespace.get(namespace);
+    if (!model) return;
+    if (status === undefined) delete model.entry.status;
+    else model.entry.status = status;
+    delete model.entry.status_reason;
     const updated: CatalogModel = {
       entry: model.entry,
       view: Object.freeze(toView(model.entry, this.createdAt)),

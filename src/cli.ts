@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
@@ -26,6 +27,7 @@ usage:
   gantry credits grant --account NAME --amount CREDITS [--note TEXT] [--config FILE]
   gantry credits balance --account NAME [--config FILE]
   gantry config check [--config FILE]
+  gantry admin-key create [--name NAME]
 
 --role (default all): api serves the HTTP API, worker runs predictions and webhook deliveries; apart,
 they need REDIS_URL (the queue and store they share).
@@ -147,6 +149,8 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(USAGE);
     return command === undefined && !values.help ? 2 : 0;
   }
+  // Needs no configuration: it prints what to add to one.
+  if (command === 'admin-key') return adminKey(sub, values.name);
   const env = { ...process.env };
   if (values.host) env.HOST = values.host;
   if (values.port) env.PORT = values.port;
@@ -281,6 +285,30 @@ async function serve(config: GantryConfig, env: NodeJS.ProcessEnv, role: Role): 
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   return new Promise<number>(() => undefined);
+}
+
+/** Admin key names as the config takes them, and safe to paste unquoted into YAML. */
+const ADMIN_KEY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/**
+ * `gantry admin-key create`: a new admin key, printed once, and the config line that accepts it (only its
+ * SHA-256 goes into the config; README, "Admin API").
+ */
+function adminKey(sub: string | undefined, name = 'admin'): number {
+  if (sub !== 'create') throw new CliError('admin-key needs create (gantry --help shows how)', 2);
+  if (!ADMIN_KEY_NAME.test(name)) {
+    throw new CliError(
+      '--name must be 1 to 64 letters, digits, dots, dashes or underscores, starting with a letter or digit',
+      2,
+    );
+  }
+  // As long and as random as an API key; its prefix tells the two apart.
+  const key = `gta_${randomBytes(32).toString('base64url')}`;
+  process.stdout.write(`${key}\n- { name: ${name}, sha256: ${hashKey(key)} }\n`);
+  process.stderr.write(
+    `admin key "${name}" (shown once, store it now): add the line after it under admin.keys in the config\n`,
+  );
+  return 0;
 }
 
 /** A balance as the CLI prints it: the number of credits, or `unlimited`. */

@@ -7,7 +7,7 @@ import { type Limiter, MemoryLimiter, RedisLimiter, withFailurePolicy } from './
 import { reconnectBackoff } from './limits/redis-client.js';
 import { newLease } from './limits/request.js';
 import { Metrics } from './metrics.js';
-import type { SqliteStore } from './store/sqlite.js';
+import { accountIdFor, type SqliteStore } from './store/sqlite.js';
 import {
   CreditDebitSink,
   type CreditStore,
@@ -43,6 +43,8 @@ export interface Services {
   /** The SQLite ledger in embedded mode (for the CLI and tests); absent on Redis. */
   ledger: SqliteUsageSink | undefined;
   metrics: Metrics;
+  /** Keys and accounts changed here, relayed to every instance in distributed mode (auth/changes.ts). */
+  access: AccessChanges;
   /** Resolves once the shared limiter answers (at once in embedded mode); never rejects. */
   ready(): Promise<void>;
   /**
@@ -161,7 +163,9 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     }
   }
   sinks.push(new CreditDebitSink(credits));
-  const access = new AccessChanges(store, redis);
+  const access = new AccessChanges(store, redis, {
+    configured: new Set(config.accounts.map((a) => accountIdFor(a.name))),
+  });
   const changesTimer = setInterval(() => {
     try {
       access.poll();
@@ -231,6 +235,7 @@ export function createServices(config: GantryConfig, store: SqliteStore, options
     usage,
     ledger,
     metrics,
+    access,
     ready: async () => {
       try {
         await access.join();

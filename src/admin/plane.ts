@@ -63,7 +63,7 @@ export function createControlPlane(base: Omit<PlaneDeps, 'redis'>, secretKey: Bu
   }
   const deps: PlaneDeps = { ...base, redis };
   const incidents = createIncidents(deps);
-  const subscriptions = createSubscriptions(deps);
+  const subscriptions = createSubscriptions(deps, secretKey);
   incidents.onEvent((event) => subscriptions.notify(event));
   const plane: ControlPlane = {
     auth: new AdminAuth(config.web.adminKeys, new SessionSigner(secretKey), base.store),

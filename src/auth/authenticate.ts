@@ -18,6 +18,11 @@ const FLUSH_EVERY_MS = 5_000;
 const CACHE_MS = 5_000;
 const CACHE_MAX = 10_000;
 
+/** Where last-use times go besides this instance's store (distributed mode: Redis, auth/changes.ts). */
+export interface LastUseRelay {
+  shareLastUse(batch: ReadonlyMap<string, string>): void;
+}
+
 interface CachedKey {
   found: Principal | undefined;
   expiresAt: number;
@@ -33,7 +38,10 @@ export class Authenticator {
   private cache = new Map<string, CachedKey>();
   private cacheRevision = -1;
 
-  constructor(private readonly store: Store) {
+  constructor(
+    private readonly store: Store,
+    private readonly relay?: LastUseRelay,
+  ) {
     this.timer = setInterval(() => this.flush(), FLUSH_EVERY_MS);
     this.timer.unref();
   }
@@ -81,6 +89,7 @@ export class Authenticator {
     for (const [id, at] of this.pending) batch.set(id, new Date(at).toISOString());
     this.pending = new Map();
     this.store.touchKeys(batch);
+    this.relay?.shareLastUse(batch);
   }
 
   close(): void {

@@ -11,11 +11,13 @@
  * - An integer, number or boolean input whose `enum` lists strings (Cog 0.1 wrote `choices` of ints as
  *   strings): the items are converted to the input's type where they read as one (`"512"` → 512).
  * Each repair is named in `repairs` so start-up can log it.
+ *
+ * `pydanticGeneration` tells which pydantic wrote a Cog schema, for the conversions (input-coercion.ts).
  */
 
 import { isJsonObject, mapSubschemas } from '../../providers/predictions/cog-openapi.js';
 import type { JsonObject } from '../../providers/predictions/types.js';
-import { coerceScalar } from './input-coercion.js';
+import { coerceScalar, type Pydantic } from './input-coercion.js';
 
 /** pydantic constraint → JSON Schema keyword. */
 const PYDANTIC_KEYWORDS: ReadonlyArray<readonly [string, string]> = [
@@ -120,4 +122,26 @@ function mapSubschemasNamed(
     out.properties = properties;
   }
   return out;
+}
+
+/**
+ * Which pydantic's conversions apply to inputs of `schema` (a Cog Input schema, before the rewrite).
+ * pydantic v2 (Cog 0.10+ on pydantic 2, and the Rust server) writes an optional input as
+ * `anyOf: [{...}, {type: null}]` or `type: [..., "null"]`; pydantic v1 (Cog <= 0.9's default) never
+ * lists null (an optional input is just not required, `default: null` at most). A schema with an
+ * input that lists null (those shapes, or OpenAPI 3.0's `nullable`, which pydantic v1 never writes) is
+ * read as v2; any other as v1, whose conversions are the wider ones.
+ */
+export function pydanticGeneration(schema: JsonObject): Pydantic {
+  const properties = isJsonObject(schema.properties) ? Object.values(schema.properties) : [];
+  const isNull = (s: unknown) => isJsonObject(s) && s.type === 'null';
+  const v2 = properties.some(
+    (p) =>
+      isJsonObject(p) &&
+      (p.nullable === true ||
+        (Array.isArray(p.type) && p.type.includes('null')) ||
+        (Array.isArray(p.anyOf) && p.anyOf.some(isNull)) ||
+        (Array.isArray(p.oneOf) && p.oneOf.some(isNull))),
+  );
+  return v2 ? 'v2' : 'v1';
 }

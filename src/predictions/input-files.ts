@@ -20,19 +20,32 @@ export interface FileInputPolicy {
   allowPrivate: boolean;
 }
 
-/** Top-level inputs that hold files: `format: uri` themselves or as array items (checked at start). */
+/**
+ * Top-level inputs that hold files: `format: uri` themselves or as array items, in whatever wrapper the
+ * schema puts them: pydantic v2 and the Rust server write `Optional[Path]` and `Optional[list[Path]]` as
+ * `anyOf: [{...}, {type: null}]`, and `allOf`/`oneOf` (or the dialect's `if`/`then` for a nullable
+ * input) may nest. Missing one would let its values past the size limit and the SSRF check.
+ */
 export function fileFields(properties: JsonObject): string[] {
-  const isUri = (schema: unknown) => isJsonObject(schema) && schema.format === 'uri';
-  return Object.keys(properties).filter((name) => {
-    const property = properties[name];
-    if (!isJsonObject(property)) return false;
-    return isUri(property) || isUri(property.items) || anyMember(property, isUri);
-  });
+  return Object.keys(properties).filter((name) => holdsFiles(properties[name]));
 }
 
-function anyMember(schema: JsonObject, test: (s: unknown) => boolean): boolean {
-  const members = [schema.anyOf, schema.oneOf, schema.allOf].flatMap((m) => (Array.isArray(m) ? m : []));
-  return members.some(test);
+function holdsFiles(schema: unknown): boolean {
+  const isFile = (s: unknown) => shapes(s).some((shape) => shape.format === 'uri');
+  // An array's files: `items` (one schema or a tuple's list) and `prefixItems`.
+  return shapes(schema).some((s) => isFile(s) || [s.items, s.prefixItems].flat().some(isFile));
+}
+
+/** The schema and every member of its allOf/anyOf/oneOf (and a dialect `then`), at any depth. */
+function shapes(schema: unknown): JsonObject[] {
+  if (!isJsonObject(schema)) return [];
+  const out = [schema];
+  for (const keyword of ['allOf', 'anyOf', 'oneOf'] as const) {
+    const members = schema[keyword];
+    if (Array.isArray(members)) for (const member of members) out.push(...shapes(member));
+  }
+  out.push(...shapes(schema.then));
+  return out;
 }
 
 /** One error per file input that breaks the policy; values are never echoed (they may be large). */

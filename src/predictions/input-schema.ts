@@ -19,11 +19,13 @@
  * - Defaults are never checked against their own schema (Cog does not): a top-level default that passes
  *   its schema is filled in (so `Prediction.input` shows it); one that does not (`default: null` on a
  *   non-nullable input, a file name on a `format: uri` input, 7.5 on an integer) is left out, and the
- *   backend applies its own default.
+ *   backend applies its own default. A client that sends exactly such a default gets it passed on
+ *   unchecked and unconverted, as sent (except a default outside the input's `enum`).
  * - Formats: `uri` accepts http(s) URLs and data: URIs (what a backend can fetch or decode); `password`
  *   accepts any string; formats Gantry does not know are not checked.
  */
 
+import { isDeepStrictEqual } from 'node:util';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { isJsonObject, mapSubschemas } from '../../providers/predictions/cog-openapi.js';
 import type { JsonObject } from '../../providers/predictions/types.js';
@@ -75,6 +77,11 @@ export interface CompileOptions {
   unknownInputs?: 'refuse' | 'drop';
   /** Receives a note per repair made to the schema (input-dialect.ts), for the start-up log. */
   repairs?: string[];
+  /**
+   * Whose lax conversions apply (input-coercion.ts): by default pydantic v2's, the narrower; a schema a
+   * Cog server published gets its own (input-dialect.ts `pydanticGeneration`, src/predictions/setup.ts).
+   */
+  pydantic?: 'v1' | 'v2';
 }
 
 /** Compiles a model's input schema. Throws an Error when the schema itself is not valid JSON Schema. */
@@ -107,8 +114,17 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
   const properties = isJsonObject(schema.properties) ? schema.properties : {};
   const prepProperties = isJsonObject(dialect.properties) ? dialect.properties : {};
   const required = Array.isArray(dialect.required) ? dialect.required.filter(isString) : [];
-  const readings = fieldReadings(prepProperties, required);
+  const pydantic = options.pydantic ?? 'v2';
+  const readings = fieldReadings(prepProperties, required, pydantic);
   const defaults = usableDefaults(ajv, prepProperties);
+  // Defaults that break their own schema: a client sending exactly one gets it through unchecked. Not a
+  // null one (null already means "left out" for such an input, input-coercion.ts), nor one outside the
+  // input's choices (Cog checks a sent value against its choices whoever wrote it).
+  const ownDefaults = Object.entries(prepProperties).flatMap(([name, property]) =>
+    isJsonObject(property) && property.default != null && !defaults.has(name) && !('enum' in property)
+      ? [[name, property.default] as const]
+      : [],
+  );
   const drop = options.unknownInputs === 'drop' && prepared.additionalProperties === false;
   return {
     fieldNames: orderedFieldNames(properties),
@@ -119,7 +135,14 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
         return { ok: false, fields: [{ field: 'input', message: 'must be an object' }] };
       // A new top-level object (nested values are shared, and nothing here writes into them): the
       // caller's object stays as it was sent; what is checked and stored is the converted copy.
-      const { input: copy } = coerceInput(input, readings);
+      // The author's own default, sent as it is written, is passed on as sent: Cog never checks its
+      // defaults, so neither the check nor a conversion may turn it into something else.
+      const asDefault = ownDefaults.filter(
+        ([name, value]) => Object.hasOwn(input, name) && isDeepStrictEqual(input[name], value),
+      );
+      const rest = asDefault.length === 0 ? input : { ...input };
+      for (const [name] of asDefault) delete rest[name];
+      const { input: copy } = coerceInput(rest, readings, pydantic);
       const dropped: string[] = [];
       if (drop) {
         for (const name of Object.keys(copy)) {
@@ -129,8 +152,9 @@ export function compileInputSchema(schema: JsonObject, options: CompileOptions =
         }
       }
       if (!check(copy)) return { ok: false, fields: toFieldErrors(check.errors ?? []) };
+      for (const [name, value] of asDefault) copy[name] = structuredClone(value);
       for (const [name, value] of defaults) if (!(name in copy)) copy[name] = structuredClone(value);
-      return { ok: true, input: copy, dropped };
+      return { ok: true, input: orderedAs(input, copy), dropped };
     },
   };
 }
@@ -149,6 +173,14 @@ function usableDefaults(ajv: Ajv, properties: JsonObject): Map<string, unknown> 
     if (fits) usable.set(name, property.default);
   }
   return usable;
+}
+
+/** `out` with the keys the client sent first, in its order (a default passed unchecked keeps its place). */
+function orderedAs(sent: JsonObject, out: JsonObject): JsonObject {
+  const ordered: JsonObject = {};
+  for (const name of Object.keys(sent)) if (Object.hasOwn(out, name)) ordered[name] = out[name];
+  for (const [name, value] of Object.entries(out)) if (!Object.hasOwn(ordered, name)) ordered[name] = value;
+  return ordered;
 }
 
 function isString(value: unknown): value is string {

@@ -13,10 +13,12 @@ import type { GantryConfig, ModelEntry } from '../config/types.js';
 import type { Safety } from '../safety/engine.js';
 import type { Services } from '../services.js';
 import type { SqliteStore } from '../store/sqlite.js';
+import { nextDelayMs } from '../webhooks/backoff.js';
 import { MemoryEventBus } from './bus-memory.js';
 import { RedisEventBus } from './bus-redis.js';
 import type { PredictionDeps } from './context.js';
 import { WebhookDeliverer } from './deliveries.js';
+import { pydanticGeneration } from './input-dialect.js';
 import { compileInputSchema, type InputValidator } from './input-schema.js';
 import { BullJobQueue } from './queue-bullmq.js';
 import { MemoryJobQueue } from './queue-memory.js';
@@ -70,17 +72,44 @@ export function createBackends(
   return backends;
 }
 
+/** A model whose backend could not give its schemas at start: retried in the background. */
+export interface PendingSchemas {
+  model: ModelEntry;
+  backend: PredictionBackend;
+  route: string;
+  provider: string;
+  /** The status the config gave it, restored once the schemas load. */
+  status: ModelEntry['status'];
+  /** Which schemas the config left out (the ones to fill in). */
+  input: boolean;
+  output: boolean;
+}
+
+/**
+ * Models whose input schema Gantry read from their Cog server, i.e. pydantic wrote it: their inputs are
+ * converted as that pydantic generation converts them (input-dialect.ts `pydanticGeneration`). A schema
+ * written in the catalog, or a local model's, gets pydantic v2's narrower rules. Keyed by the entry so
+ * the config types stay as they are.
+ */
+const COG_WRITTEN = new WeakSet<ModelEntry>();
+
+/** Retries of a schema fetch that failed: 1 s, then doubling with jitter up to a minute. */
+const SCHEMA_RETRY = { baseMs: 1_000, maxMs: 60_000 };
+
 /**
  * Fills in the input and output schemas of prediction models that the config leaves out, from their
  * backend (a Cog server's /openapi.json, the local models' own), so the Models API shows them and
- * inputs are validated against them. A backend that cannot answer stops Gantry with its reason; one
- * whose answer holds no usable schemas (CogSchemaError) takes only its model offline, with the reason.
+ * inputs are validated against them. Whatever goes wrong takes only that model offline, with the
+ * reason: an answer holding no usable schemas (CogSchemaError) for good; a backend that cannot answer
+ * (unreachable, an error status, not JSON) until a background retry loads them (`retrySchemas`), so
+ * those models are returned.
  */
 export async function loadModelSchemas(
   models: ModelEntry[],
   backends: ReadonlyMap<string, PredictionBackend>,
   log?: FastifyBaseLogger,
-) {
+): Promise<PendingSchemas[]> {
+  const pending: PendingSchemas[] = [];
   for (const model of models) {
     if (!model.serves.includes('predictions') || (model.input_schema && model.output_schema)) continue;
     const route = model.routes[0];
@@ -90,23 +119,121 @@ export async function loadModelSchemas(
       try {
         schemas = await backend.schemas(route.model);
       } catch (error) {
-        if (error instanceof CogSchemaError) {
-          // The server answered with schemas Gantry cannot use: this model only goes offline.
-          model.status = 'offline';
-          model.status_reason = `its schemas from ${route.provider} cannot be used: ${error.message}`;
-          log?.error({ model: model.namespace, reason: model.status_reason }, 'model taken offline');
-          schemas = undefined;
-        } else
-          throw new Error(
-            `model ${model.namespace}: cannot read its schemas from ${route.provider}: ${(error as Error).message}`,
-          );
+        const unusable = error instanceof CogSchemaError;
+        if (!unusable) {
+          pending.push({
+            model,
+            backend,
+            route: route.model,
+            provider: route.provider,
+            status: model.status,
+            input: model.input_schema === undefined,
+            output: model.output_schema === undefined,
+          });
+        }
+        // The server answered with schemas Gantry cannot use, or could not answer: this model only
+        // goes offline (the second until its schemas load).
+        model.status = 'offline';
+        model.status_reason = unusable
+          ? `its schemas from ${route.provider} cannot be used: ${(error as Error).message}`
+          : `cannot read its schemas from ${route.provider}: ${(error as Error).message} (retrying)`;
+        log?.error({ model: model.namespace, reason: model.status_reason }, 'model taken offline');
+        if (!unusable) continue;
+        schemas = undefined;
       }
     } else if (!backend) {
       schemas = { input: TEXT_INPUT_SCHEMA, output: TEXT_OUTPUT_SCHEMA };
     }
+    if (backend?.kind === 'cog' && model.input_schema === undefined && schemas?.input) COG_WRITTEN.add(model);
     model.input_schema ??= schemas?.input ?? { type: 'object', properties: {} };
-    model.output_schema ??= schemas?.output ?? { type: 'array', items: { type: 'string', format: 'uri' } };
+    model.output_schema ??= schemas?.output ?? DEFAULT_OUTPUT_SCHEMA;
   }
+  return pending;
+}
+
+const DEFAULT_OUTPUT_SCHEMA = { type: 'array', items: { type: 'string', format: 'uri' } };
+
+export interface SchemaRetryTarget {
+  catalog: Catalog;
+  validators: Map<string, InputValidator>;
+  promptFields: Map<string, readonly string[]>;
+  log: FastifyBaseLogger;
+}
+
+/**
+ * Asks each pending model's backend for its schemas again, with backoff (SCHEMA_RETRY), until they load;
+ * then fills them in, compiles the validator and brings the model back to its configured status. Schemas
+ * that load but cannot be used (CogSchemaError, or an input schema that does not compile) keep the model
+ * offline with that reason, and end its retries. Returns a stop function (shutdown).
+ */
+export function retrySchemas(pending: readonly PendingSchemas[], target: SchemaRetryTarget): () => void {
+  const timers = new Set<NodeJS.Timeout>();
+  let stopped = false;
+  const schedule = (item: PendingSchemas, attempt: number) => {
+    const timer = setTimeout(
+      () => {
+        timers.delete(timer);
+        void tryOnce(item, attempt);
+      },
+      nextDelayMs(attempt, SCHEMA_RETRY),
+    );
+    timer.unref();
+    timers.add(timer);
+  };
+  const tryOnce = async (item: PendingSchemas, attempt: number) => {
+    const { model, provider } = item;
+    let schemas: { input?: Record<string, unknown>; output?: Record<string, unknown> } | undefined;
+    try {
+      schemas = await item.backend.schemas?.(item.route);
+    } catch (error) {
+      if (stopped) return;
+      if (error instanceof CogSchemaError) {
+        const reason = `its schemas from ${provider} cannot be used: ${error.message}`;
+        target.log.error({ model: model.namespace, reason }, 'model stays offline');
+        target.catalog.takeOffline(model.namespace, reason);
+        return;
+      }
+      const reason = `cannot read its schemas from ${provider}: ${(error as Error).message} (retrying)`;
+      if (reason !== model.status_reason) target.catalog.takeOffline(model.namespace, reason);
+      target.log.debug({ model: model.namespace, attempt, reason }, 'model schemas still unavailable');
+      schedule(item, attempt + 1);
+      return;
+    }
+    if (stopped) return;
+    const input = item.input ? (schemas?.input ?? { type: 'object', properties: {} }) : model.input_schema;
+    let validator: InputValidator;
+    try {
+      const repairs: string[] = [];
+      const options = { repairs, ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}) };
+      validator = compileInputSchema(input ?? { type: 'object' }, {
+        ...options,
+        pydantic: pydanticOf(model, input ?? {}, item.input && item.backend.kind === 'cog'),
+      });
+      if (repairs.length > 0)
+        target.log.warn({ model: model.namespace, repairs }, 'model input schema repaired');
+    } catch (error) {
+      const reason = (error as Error).message;
+      target.log.error(
+        { model: model.namespace, reason },
+        'model stays offline: its input schema cannot be used',
+      );
+      target.catalog.takeOffline(model.namespace, reason);
+      return;
+    }
+    if (item.input) model.input_schema = input;
+    if (item.input && item.backend.kind === 'cog' && schemas?.input) COG_WRITTEN.add(model);
+    if (item.output) model.output_schema = schemas?.output ?? DEFAULT_OUTPUT_SCHEMA;
+    target.validators.set(model.namespace, validator);
+    target.promptFields.set(model.namespace, promptFieldsOf(model.input_schema ?? {}, validator));
+    target.catalog.bringOnline(model.namespace, item.status);
+    target.log.info({ model: model.namespace, attempts: attempt }, 'model schemas loaded; model back online');
+  };
+  for (const item of pending) schedule(item, 1);
+  return () => {
+    stopped = true;
+    for (const timer of timers) clearTimeout(timer);
+    timers.clear();
+  };
 }
 
 /**
@@ -125,7 +252,11 @@ export function compileValidators(
     const repairs: string[] = [];
     try {
       const schema = model.input_schema ?? { type: 'object' };
-      const options = { repairs, ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}) };
+      const options = {
+        repairs,
+        pydantic: pydanticOf(model, schema),
+        ...(model.unknown_inputs ? { unknownInputs: model.unknown_inputs } : {}),
+      };
       validators.set(model.namespace, compileInputSchema(schema, options));
     } catch (error) {
       const reason = (error as Error).message;
@@ -136,6 +267,11 @@ export function compileValidators(
     if (repairs.length > 0) log.warn({ model: model.namespace, repairs }, 'model input schema repaired');
   }
   return validators;
+}
+
+/** The pydantic whose conversions a model's inputs get (see COG_WRITTEN). */
+function pydanticOf(model: ModelEntry, schema: Record<string, unknown>, fromCog = false): 'v1' | 'v2' {
+  return fromCog || COG_WRITTEN.has(model) ? pydanticGeneration(schema) : 'v2';
 }
 
 export interface Predictions {
@@ -163,6 +299,8 @@ export interface PredictionsOptions {
   safety: Safety;
   log: FastifyBaseLogger;
   publicUrl: () => string;
+  /** Models whose schemas could not be read at start (loadModelSchemas): retried in the background. */
+  pendingSchemas?: readonly PendingSchemas[];
 }
 
 export function createPredictions(options: PredictionsOptions): Predictions {
@@ -217,6 +355,12 @@ export function createPredictions(options: PredictionsOptions): Predictions {
     publicUrl: options.publicUrl,
   };
 
+  const stopSchemaRetries = retrySchemas(options.pendingSchemas ?? [], {
+    catalog: options.catalog,
+    validators,
+    promptFields,
+    log,
+  });
   const worker = new PredictionWorker(deps);
   const deliverer = new WebhookDeliverer(deps);
   let purgeTimer: NodeJS.Timeout | undefined;
@@ -225,6 +369,7 @@ export function createPredictions(options: PredictionsOptions): Predictions {
   let draining: Promise<void> | undefined;
   const drain = (): Promise<void> => {
     draining ??= (async () => {
+      stopSchemaRetries();
       clearInterval(purgeTimer);
       clearInterval(sweepTimer);
       await queue.stopWorkers(config.server.shutdownTimeoutMs);

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { API_ID, type ChangeView, type ComponentView, type Snapshot, type WindowView } from './snapshot.js';
+import { subscribeForm } from './subscribe-form.js';
 import type { Status } from './uptime.js';
 
 /** Text for HTML and XML, element content and quoted attributes alike. */
@@ -69,7 +70,7 @@ table{border-collapse:collapse}td,th{padding:0 .5rem;text-align:left}
 `;
 
 /** GET /status: the page, without scripts or outside assets. */
-export function renderHtml(s: Snapshot): string {
+export function renderHtml(s: Snapshot, options: { subscribe?: boolean } = {}): string {
   const generated = new Date(s.generatedAt).toISOString();
   const parts = [
     '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
@@ -93,7 +94,7 @@ export function renderHtml(s: Snapshot): string {
   s.models.forEach((m, i) => {
     parts.push(component(m, `h-model-${i}`, 'h3'));
   });
-  parts.push('</main></body></html>\n');
+  parts.push(subscribeForm(options.subscribe), '</main></body></html>\n');
   return parts.join('');
 }
 

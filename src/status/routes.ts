@@ -58,7 +58,7 @@ export function registerStatusRoutes(app: FastifyInstance, gantry: Gantry): void
     const snapshot = await entry.snapshot;
     const body =
       format === 'html'
-        ? renderHtml(snapshot)
+        ? renderHtml(snapshot, { subscribe: gantry.plane.subscriptions.enabled })
         : format === 'json'
           ? renderJson(snapshot)
           : renderAtom(snapshot, origin(), startedAt);

@@ -96,6 +96,12 @@ export class SqliteStore implements Store {
       ),
       accountById: db.prepare('SELECT * FROM accounts WHERE id = ?'),
       accountByName: db.prepare('SELECT * FROM accounts WHERE name = ?'),
+      listAccounts: db.prepare('SELECT * FROM accounts ORDER BY created_at, rowid'),
+      insertAccount: db.prepare(
+        `INSERT INTO accounts (id, name, tier, status, created_at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT DO NOTHING`,
+      ),
+      setAccountTier: db.prepare('UPDATE accounts SET tier = ? WHERE id = ? AND tier <> ?'),
       countAccounts: db.prepare('SELECT COUNT(*) AS n FROM accounts'),
       addKey: db.prepare(
         `INSERT INTO api_keys (id, account_id, name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -109,6 +115,11 @@ export class SqliteStore implements Store {
       ),
       keyById: db.prepare('SELECT * FROM api_keys WHERE id = ?'),
       keyIdByHash: db.prepare('SELECT id FROM api_keys WHERE key_hash = ?'),
+      keyHashById: db.prepare('SELECT key_hash FROM api_keys WHERE id = ?'),
+      insertKey: db.prepare(
+        `INSERT INTO api_keys (id, account_id, name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?)
+         ON CONFLICT DO NOTHING`,
+      ),
       listKeys: db.prepare('SELECT * FROM api_keys ORDER BY created_at, rowid'),
       listKeysOf: db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, rowid'),
       revokeKey: db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL'),
@@ -144,6 +155,30 @@ export class SqliteStore implements Store {
     return row && toAccount(row);
   }
 
+  /** Every account, oldest first. */
+  listAccounts(): Account[] {
+    return (this.stmt.listAccounts.all() as AccountRow[]).map(toAccount);
+  }
+
+  /**
+   * Adds an account exactly as another instance created it (same id and creation time); an account
+   * with this id or name already here is left as it is. true when it was added.
+   */
+  addAccountRecord(account: Account): boolean {
+    const { id, name, tier, status, createdAt } = account;
+    const added = this.stmt.insertAccount.run(id, name, tier, status, createdAt).changes > 0;
+    // Only a real change makes caches of keys forget (the relay applies the same record many times).
+    if (added) this.revision++;
+    return added;
+  }
+
+  /** Sets an existing account's tier; false if nothing changed. */
+  setAccountTier(id: string, tier: string): boolean {
+    const changed = this.stmt.setAccountTier.run(tier, id, tier).changes > 0;
+    if (changed) this.revision++;
+    return changed;
+  }
+
   countAccounts(): number {
     return (this.stmt.countAccounts.get() as { n: number }).n;
   }
@@ -153,6 +188,22 @@ export class SqliteStore implements Store {
     this.stmt.addKey.run(randomUUID(), accountId, name, prefix, keyHash, new Date().toISOString());
     const { id } = this.stmt.keyIdByHash.get(keyHash) as { id: string };
     return toKey(this.stmt.keyById.get(id) as KeyRow);
+  }
+
+  /**
+   * Adds a key exactly as another instance created it (same id, so every instance lists and revokes it
+   * by the same id); a key with this id or hash already here is left as it is. true when it was added.
+   */
+  addKeyRecord(key: ApiKeyRecord, keyHash: string): boolean {
+    const { id, accountId, name, prefix, createdAt } = key;
+    const added = this.stmt.insertKey.run(id, accountId, name, prefix, keyHash, createdAt).changes > 0;
+    if (added) this.revision++;
+    return added;
+  }
+
+  /** The stored hash of a key (what the relay of revocations carries), or undefined. */
+  keyHash(id: string): string | undefined {
+    return (this.stmt.keyHashById.get(id) as { key_hash: string } | undefined)?.key_hash;
   }
 
   findKeyByHash(keyHash: string): { key: ApiKeyRecord; account: Account } | undefined {

@@ -41,12 +41,17 @@ export interface Store {
   getAccount(id: string): Account | undefined;
   getAccountByName(name: string): Account | undefined;
   countAccounts(): number;
+  listAccounts(): Account[];
+  setAccountTier(id: string, tier: string): boolean;
+  setAccountStatus(id: string, status: Account['status']): boolean;
 
   /** Stores the key's hash; the key itself is never stored. Returns the record. */
   addKey(accountId: string, name: string, keyHash: string, prefix: string): ApiKeyRecord;
   /** The live key with this hash and its account, or undefined (unknown or revoked). */
   findKeyByHash(keyHash: string): { key: ApiKeyRecord; account: Account } | undefined;
   getKey(id: string): ApiKeyRecord | undefined;
+  /** The stored hash of a key, or undefined. */
+  keyHash(id: string): string | undefined;
   listKeys(accountId?: string): ApiKeyRecord[];
   /** true when a live key was revoked. */
   revokeKey(id: string): boolean;

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import {
+  type CreditMovement,
   type CreditStore,
   checkDebit,
   checkDefaultBalance,
@@ -35,6 +36,10 @@ export interface RedisCreditStoreOptions {
 }
 
 const UNLIMITED = 'unlimited';
+/** Ledger entries read per XREVRANGE while picking one account's grants. */
+const LEDGER_PAGE = 500;
+/** Most ledger entries one movements() call reads (the stream holds every account's grants). */
+const LEDGER_SCAN_MAX = 100_000;
 
 /*
  * KEYS[1] balances hash, KEYS[1 + i] the marker of debit i.
@@ -172,6 +177,31 @@ export class RedisCreditStore implements CreditStore {
     // the announcement, other instances see the new balance when their cached one expires (balanceCacheMs).
     await this.redis.publish(this.grantsChannel, accountId).catch(() => undefined);
     return this.remember(accountId, toCredits(reply));
+  }
+
+  async movements(accountId: string, limit: number): Promise<CreditMovement[]> {
+    const found: CreditMovement[] = [];
+    let end = '+';
+    for (let read = 0; read < LEDGER_SCAN_MAX; read += LEDGER_PAGE) {
+      const page = await this.redis.xrevrange(`${this.prefix}:ledger`, end, '-', 'COUNT', LEDGER_PAGE);
+      for (const [, list] of page) {
+        const fields = new Map<string, string>();
+        for (let i = 0; i + 1 < list.length; i += 2) fields.set(list[i] as string, list[i + 1] as string);
+        if (fields.get('account_id') !== accountId) continue;
+        const balance = fields.get('balance_micros');
+        found.push({
+          at: fields.get('time') ?? '',
+          amount: fromMicros(Number(fields.get('amount_micros') ?? 0)),
+          kind: fields.get('kind') === 'debit' ? 'debit' : 'grant',
+          note: fields.get('note') || null,
+          balanceAfter: balance === undefined ? null : fromMicros(Number(balance)),
+        });
+        if (found.length >= limit) return found;
+      }
+      if (page.length < LEDGER_PAGE) break;
+      end = `(${(page[page.length - 1] as [string, string[]])[0]}`;
+    }
+    return found;
   }
 
   /** Drops a cached balance (another process granted credits), or every cached balance. */

@@ -1,4 +1,5 @@
 import {
+  type CreditMovement,
   type CreditStore,
   checkDebit,
   checkDefaultBalance,
@@ -91,6 +92,10 @@ export class SqliteCreditStore implements CreditStore {
         `SELECT record_id, account_id, kind, amount_micros, note, time FROM credit_ledger
          WHERE account_id = ? ORDER BY id LIMIT ?`,
       ),
+      latest: db.prepare(
+        `SELECT kind, amount_micros, note, time FROM credit_ledger
+         WHERE account_id = ? ORDER BY id DESC LIMIT ?`,
+      ),
     };
     const debitAll = db.transaction((debits: readonly Debit[]) => debits.map((d) => this.debitOne(d)));
     this.debitTx = (debits) => debitAll.immediate(debits);
@@ -146,6 +151,22 @@ export class SqliteCreditStore implements CreditStore {
       credits: fromMicros(r.amount_micros),
       note: r.note,
       time: r.time,
+    }));
+  }
+
+  movements(accountId: string, limit: number): CreditMovement[] {
+    const rows = this.stmt.latest.all(accountId, limit) as Array<{
+      kind: 'debit' | 'grant';
+      amount_micros: number;
+      note: string | null;
+      time: string;
+    }>;
+    return rows.map((r) => ({
+      at: r.time,
+      amount: fromMicros(r.amount_micros),
+      kind: r.kind,
+      note: r.note,
+      balanceAfter: null,
     }));
   }
 

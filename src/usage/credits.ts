@@ -29,6 +29,18 @@ export interface Debit {
   recordId: string;
 }
 
+/** One movement of an account's credits, as the admin API lists them (newest first). */
+export interface CreditMovement {
+  /** ISO 8601. */
+  at: string;
+  /** Signed: debits are negative. */
+  amount: number;
+  kind: 'grant' | 'debit';
+  note: string | null;
+  /** The balance right after it, when the store keeps it (Redis grants); else null. */
+  balanceAfter: number | null;
+}
+
 export interface CreditStore {
   /** On the request path: one indexed read (SQLite) or one HGET (Redis). Infinity when unlimited. */
   balance(accountId: string): number | Promise<number>;
@@ -38,6 +50,11 @@ export interface CreditStore {
   debitMany(debits: readonly Debit[]): DebitResult[] | Promise<DebitResult[]>;
   /** Adds credits (negative for a correction) and returns the new balance. Not idempotent. */
   grant(accountId: string, credits: number, note: string): number | Promise<number>;
+  /**
+   * The account's latest movements, newest first: every grant and debit in SQLite; grants only on Redis,
+   * whose debits leave no per-request record there (the usage stream has them).
+   */
+  movements(accountId: string, limit: number): CreditMovement[] | Promise<CreditMovement[]>;
   close(): void | Promise<void>;
 }
 

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import type { CreditStore, Debit, DebitResult } from './credits.js';
+import type { CreditMovement, CreditStore, Debit, DebitResult } from './credits.js';
 import { checkDebit, checkGrant } from './credits.js';
 import type { SqliteCreditStore } from './credits-sqlite.js';
 import type { LedgerNotice, LedgerRequest, LedgerResponse, LedgerWorkerData } from './ledger-protocol.js';
@@ -211,6 +211,11 @@ export class ThreadedCreditStore implements CreditStore {
   /** Drops cached balances after another process (the CLI) changed the file. */
   forget(accountId?: string): void {
     this.reader.forget(accountId);
+  }
+
+  /** Read through the main thread's connection: the thread's committed writes are visible to it. */
+  movements(accountId: string, limit: number): CreditMovement[] {
+    return this.reader.movements(accountId, limit);
   }
 
   /** The reader is the caller's, and so is the thread. */

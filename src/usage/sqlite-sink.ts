@@ -1,6 +1,7 @@
 import type { UsageApi, UsageOutcome, UsageRecord, UsageSafetyAction } from './record.js';
 import { assertUsageBatch } from './record.js';
 import type { UsageSink } from './sink.js';
+import { ensureDailySchema } from './sqlite-daily.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
 
 export const USAGE_SCHEMA = `
@@ -75,7 +76,8 @@ const ADDED_COLUMNS: ReadonlyArray<readonly [string, string]> = [
 
 /**
  * Creates the usage table, or adds to an existing one the columns a newer Gantry writes (CREATE TABLE IF
- * NOT EXISTS leaves an older table as it was). Rows written before get the column's default.
+ * NOT EXISTS leaves an older table as it was). Rows written before get the column's default. Then the
+ * daily totals the usage queries read (sqlite-daily.ts), summed from the records already there.
  */
 export function ensureUsageSchema(db: SqliteDatabase): void {
   db.exec(USAGE_SCHEMA);
@@ -85,6 +87,7 @@ export function ensureUsageSchema(db: SqliteDatabase): void {
   for (const [name, definition] of ADDED_COLUMNS) {
     if (!have.has(name)) db.exec(`ALTER TABLE usage_records ADD COLUMN ${name} ${definition}`);
   }
+  ensureDailySchema(db);
 }
 
 interface UsageRow {

@@ -4,7 +4,7 @@
  *
  * - `GET /health-check`, `GET /openapi.json` (an image model: prompt, aspect_ratio and output_format
  *   enums behind `allOf: [{$ref}]`, num_outputs, seed; Output a list of URIs unless `outputSchema`
- *   says otherwise), `GET /`.
+ *   says otherwise; `openApiAnswers` first, if given), `GET /`.
  * - `PUT /predictions/{id}` and `POST /predictions`: synchronous, or with `Prefer: respond-async` a 202
  *   and webhooks to `webhook` for the events in `webhook_events_filter`. A PUT with the id of a running
  *   prediction answers 202 with its state; any other create while every slot is busy gets 409.
@@ -85,6 +85,11 @@ export interface FakeCogOptions {
   pollable?: boolean;
   /** `components.schemas.Output` of /openapi.json (default: a list of URIs, an image model's). */
   outputSchema?: JsonObject;
+  /**
+   * Answers to the first GET /openapi.json requests, one each, before the document is served (a server
+   * still starting behind a proxy: an error status, an HTML page).
+   */
+  openApiAnswers?: Array<{ status: number; body: string; contentType?: string }>;
   behavior?: CogBehavior;
 }
 
@@ -172,6 +177,7 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
   const canceled: string[] = [];
   const webhooks: SentWebhook[] = [];
   const setupStartedAt = pyTime(new Date());
+  const openApiAnswers = [...(options.openApiAnswers ?? [])];
   let origin = '';
 
   async function handle(ex: Exchange<CogBehavior>): Promise<void> {
@@ -205,7 +211,11 @@ export async function startFakeCog(options: FakeCogOptions = {}): Promise<FakeCo
       return;
     }
     if (route('/openapi.json', 'GET')) {
-      if (method === 'GET')
+      const early = method === 'GET' ? openApiAnswers.shift() : undefined;
+      if (early) {
+        ex.res.writeHead(early.status, { 'content-type': early.contentType ?? 'text/html' });
+        ex.res.end(early.body);
+      } else if (method === 'GET')
         sendJson(ex.res, 200, openApiDocument(options.pollable === true, options.outputSchema));
       return;
     }

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { GantryError } from '../../src/errors.js';
 import { coerceScalar } from '../../src/predictions/input-coercion.js';
+import { pydanticGeneration } from '../../src/predictions/input-dialect.js';
 import { compileInputSchema, type InputValidation } from '../../src/predictions/input-schema.js';
 import { cancelAfterMs, preferWaitMs } from '../../src/predictions/request-headers.js';
 
@@ -108,6 +109,64 @@ describe("pydantic's lax conversions", () => {
   });
 });
 
+describe("pydantic v1's wider conversions, for a schema pydantic v1 wrote", () => {
+  const properties = {
+    prompt: { type: 'string' },
+    steps: { type: 'integer', minimum: 1, maximum: 50 },
+    scale: { type: 'number' },
+    image: { type: 'string', format: 'uri' },
+    mode: { type: 'string', enum: ['1', '2'] },
+  };
+  // Cog <= 0.9 (pydantic v1): an optional input is only left out of `required`.
+  const v1Schema = { type: 'object', properties };
+  // pydantic v2 writes an optional input as anyOf with null.
+  const v2Schema = {
+    type: 'object',
+    properties: { ...properties, seed: { anyOf: [{ type: 'integer' }, { type: 'null' }], default: null } },
+  };
+  // As Gantry compiles a schema read from a Cog server (src/predictions/setup.ts).
+  const fromCog = (schema: Record<string, unknown>) =>
+    compileInputSchema(schema, { pydantic: pydanticGeneration(schema) });
+  const v1 = fromCog(v1Schema);
+  const v2 = fromCog(v2Schema);
+
+  it('tells the generations apart by whether an input lists null', () => {
+    expect(pydanticGeneration(v1Schema)).toBe('v1');
+    expect(pydanticGeneration(v2Schema)).toBe('v2');
+    expect(pydanticGeneration({ properties: { a: { type: ['integer', 'null'] } } })).toBe('v2');
+    expect(pydanticGeneration({ properties: { a: { type: 'string', nullable: true } } })).toBe('v2');
+  });
+
+  it('gives a schema not read from a Cog server (the catalog, a local model) the narrower v2 rules', () => {
+    expect(refusedFields(compileInputSchema(v1Schema).validate({ prompt: 7 }))).toEqual(['prompt']);
+  });
+
+  it('makes text of a number or boolean for a plain text input, as str(v)', () => {
+    expect(accepted(v1.validate({ prompt: 7 }))).toEqual({ prompt: '7' });
+    expect(accepted(v1.validate({ prompt: 0.5 }))).toEqual({ prompt: '0.5' });
+    expect(accepted(v1.validate({ prompt: true }))).toEqual({ prompt: 'True' });
+    expect(refusedFields(v2.validate({ prompt: 7 }))).toEqual(['prompt']);
+  });
+
+  it('truncates a fractional number for an integer input, as int(v), then checks bounds', () => {
+    expect(accepted(v1.validate({ steps: 7.5 }))).toEqual({ steps: 7 });
+    expect(accepted(v1.validate({ steps: 1.9 }))).toEqual({ steps: 1 });
+    expect(refusedFields(v1.validate({ steps: 50.5 + 1 }))).toEqual(['steps']);
+    expect(refusedFields(v1.validate({ steps: '7.5' }))).toEqual(['steps']);
+    expect(refusedFields(v2.validate({ steps: 7.5 }))).toEqual(['steps']);
+  });
+
+  it('reads a boolean as 1 or 0 for a number', () => {
+    expect(accepted(v1.validate({ scale: false, steps: true }))).toEqual({ scale: 0, steps: 1 });
+    expect(refusedFields(v2.validate({ scale: true }))).toEqual(['scale']);
+  });
+
+  it('leaves file and choice inputs alone (a number is no URL; an enum member is matched as sent)', () => {
+    expect(refusedFields(v1.validate({ image: 7 }))).toEqual(['image']);
+    expect(refusedFields(v1.validate({ mode: 1 }))).toEqual(['mode']);
+  });
+});
+
 describe('defaults are not checked against their own schema', () => {
   const validator = compileInputSchema({
     type: 'object',
@@ -124,10 +183,21 @@ describe('defaults are not checked against their own schema', () => {
     expect(accepted(validator.validate({}))).toEqual({ steps: 20 });
   });
 
-  it('still checks a value the caller sends', () => {
+  it('passes on, unchecked and as sent, exactly the default the schema author set', () => {
+    expect(accepted(validator.validate({ image: 'clown.webp', guidance: 7.5 }))).toEqual({
+      image: 'clown.webp',
+      guidance: 7.5,
+      steps: 20,
+    });
+    // Not a choice outside the input's enum: Cog checks a sent value against its choices.
+    expect(refusedFields(validator.validate({ mode: 'c' }))).toEqual(['mode']);
+  });
+
+  it('still checks any other value the caller sends', () => {
     expect(
-      refusedFields(validator.validate({ image: 'clown.webp', guidance: 7.5, mode: 'c' })).sort(),
+      refusedFields(validator.validate({ image: 'cat.png', guidance: '7.5', mode: 'd' })).sort(),
     ).toEqual(['guidance', 'image', 'mode']);
+    expect(refusedFields(validator.validate({ image: ['clown.webp'] }))).toEqual(['image']);
     expect(accepted(validator.validate({ seed: 4 }))).toEqual({ seed: 4, steps: 20 });
   });
 });

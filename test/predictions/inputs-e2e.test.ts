@@ -59,6 +59,13 @@ models:${model('acme/broken', '{ type: object, properties: { code: { type: strin
           guidance: { type: number, default: 7.5, x-order: 4 },
           go_fast: { type: boolean, default: true, x-order: 5 } } }`,
       )}${model(
+        'acme/multi',
+        // pydantic v2's (and the Rust server's) Optional[list[Path]] and Optional[Path].
+        `{ type: object, required: [prompt], properties: {
+          prompt: { type: string, x-order: 0 },
+          refs: { anyOf: [{ type: array, items: { type: string, format: uri } }, { type: "null" }], default: null, x-order: 1 },
+          mask: { anyOf: [{ type: string, format: uri }, { type: "null" }], default: null, x-order: 2 } } }`,
+      )}${model(
         'acme/lenient',
         '{ type: object, required: [prompt], properties: { prompt: { type: string } } }',
         '\n    unknown_inputs: drop',
@@ -129,6 +136,60 @@ models:${model('acme/broken', '{ type: object, properties: { code: { type: strin
     const expected = { prompt: 'x', num_outputs: 2, go_fast: false, guidance: 3 };
     expect(sentInput()).toEqual(expected);
     expect(res.body.input).toEqual(expected);
+  });
+
+  it('passes exactly the default the schema author set, unchecked and as sent, and shows it', async () => {
+    const res = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', image: 'clown.webp' },
+      await: true,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.status).toBe('succeeded');
+    expect(sentInput()?.image).toBe('clown.webp');
+    expect((res.body.input as Json).image).toBe('clown.webp');
+    const other = await call('POST', '/v1/predictions', {
+      model: 'acme/img',
+      input: { prompt: 'x', image: 'cat.webp' },
+    });
+    expect(other.status).toBe(400);
+    expect(creates()).toHaveLength(1);
+  });
+
+  it('holds an optional list of files (anyOf with null) to the size limit and the address rules, and fetches it', async () => {
+    const refused = async (input: Json) => {
+      const res = await call('POST', '/v1/predictions', { model: 'acme/multi', input });
+      expect(res.status, JSON.stringify(input)).toBe(400);
+      return ((res.body.error as Json).details as Json).fields as Array<{ field: string; message: string }>;
+    };
+    const metadata = await refused({ prompt: 'x', refs: ['http://169.254.169.254/latest/meta-data'] });
+    expect(metadata.map((f) => f.field)).toEqual(['refs[0]']);
+    expect(metadata[0]?.message).toMatch(/must be a public http\(s\) URL/);
+    expect(await refused({ prompt: 'x', mask: 'http://127.0.0.1:8080/m.png' })).toHaveLength(1);
+    const big = `data:image/png;base64,${Buffer.alloc(1_200).toString('base64')}`;
+    expect(await refused({ prompt: 'x', refs: [big] })).toEqual([
+      { field: 'refs[0]', message: 'is a file of 1200 bytes, more than the 1000 allowed' },
+    ]);
+    expect(creates()).toHaveLength(0);
+
+    // A public-looking URL in the list is fetched by Gantry before the backend is called.
+    const pub = await call('POST', '/v1/predictions', {
+      model: 'acme/multi',
+      input: { prompt: 'x', refs: ['https://gantry-test.invalid/a.png'] },
+      await: true,
+    });
+    expect(pub.body.status).toBe('failed');
+    expect(pub.body.error).toMatch(/^Could not fetch input refs\[0\]: /);
+    expect(creates()).toHaveLength(0);
+
+    const small = `data:image/png;base64,${Buffer.alloc(300).toString('base64')}`;
+    const ok = await call('POST', '/v1/predictions', {
+      model: 'acme/multi',
+      input: { prompt: 'x', refs: [small], mask: null },
+      await: true,
+    });
+    expect(ok.body.status, JSON.stringify(ok.body)).toBe('succeeded');
+    expect(sentInput()?.refs).toEqual([small]);
   });
 
   it('refuses values outside ge/le, naming the field, before the backend sees them', async () => {
