@@ -137,12 +137,14 @@ function IncidentItem(props: { incident: Incident; operator: boolean; onChanged:
   const base = `/admin/v1/incidents/${encodeURIComponent(i.id)}`;
   const update = async (event: Event) => {
     event.preventDefault();
-    const data = new FormData(event.target as HTMLFormElement);
+    const form = event.target as HTMLFormElement;
+    const data = new FormData(form);
     try {
       await api('PATCH', base, {
         status: String(data.get('status')),
         message: String(data.get('message') ?? ''),
       });
+      form.reset();
       props.onChanged();
     } catch (err) {
       setError(errorText(err));

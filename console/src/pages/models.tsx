@@ -118,7 +118,7 @@ function Override({ model, onChanged }: { model: Model; onChanged: () => void })
           </button>
         </p>
       ) : null}
-      <select name="status" aria-label="Status" defaultValue="degraded">
+      <select name="status" aria-label="New status" defaultValue="degraded">
         <option>operational</option>
         <option>degraded</option>
         <option>offline</option>
