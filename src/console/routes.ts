@@ -34,6 +34,42 @@ const SECURITY_HEADERS: Record<string, string> = {
   'cross-origin-opener-policy': 'same-origin',
 };
 
+const HTML = { 'text/html': { schema: { type: 'string' } } };
+const NOT_MODIFIED = { description: 'Not modified (If-None-Match)', type: 'null' };
+
+const PAGE_SCHEMA = {
+  summary: 'The console (HTML)',
+  description:
+    "The web console's single page: sign in with an API key or an admin key (POST /admin/v1/session). " +
+    '`no-cache` with an ETag; Content-Encoding br or gzip as Accept-Encoding allows. 404 when disabled.',
+  tags: ['console'],
+  response: { 200: { description: 'The page', content: HTML }, 304: NOT_MODIFIED },
+};
+
+const FILE_SCHEMA = {
+  summary: "The console's assets and client routes",
+  description:
+    '`assets/<name>`: a content-hashed script or stylesheet, cached for a year as immutable; any other path ' +
+    "is a page of the console and answers the console's HTML.",
+  tags: ['console'],
+  params: {
+    type: 'object',
+    required: ['path'],
+    properties: { path: { type: 'string', description: 'assets/<hashed name>, or a page such as keys' } },
+  },
+  response: {
+    200: {
+      description: 'The asset, or the page',
+      content: {
+        ...HTML,
+        'text/javascript': { schema: { type: 'string' } },
+        'text/css': { schema: { type: 'string' } },
+      },
+    },
+    304: NOT_MODIFIED,
+  },
+};
+
 export interface ConsoleRouteOptions {
   /** The built console; default dist/console of this checkout. */
   dir?: string;
@@ -64,9 +100,8 @@ export function registerConsoleRoutes(
     enabled();
     return send(request, reply, built().index, 'no-cache');
   };
-  app.get('/console', page);
-  app.get('/console/', page);
-  app.get('/console/*', async (request, reply) => {
+  app.get('/console', { schema: PAGE_SCHEMA }, page);
+  app.get('/console/*', { schema: FILE_SCHEMA }, async (request, reply) => {
     enabled();
     const rest = (request.params as { '*': string })['*'];
     if (rest.startsWith('assets/')) {
