@@ -77,7 +77,8 @@ afterAll(async () => {
   await g?.close();
 });
 
-describe('console in a browser', () => {
+// A browser on a busy CI machine: more time than the default for each step.
+describe('console in a browser', { timeout: 60_000 }, () => {
   it('signs an owner in with a key and opens the keys page; the key field is emptied', async () => {
     await page.goto('/console');
     await expect
@@ -302,6 +303,10 @@ describe('console in a browser', () => {
     await page.getByRole('button', { name: 'Send' }).click();
     const response = await streamed;
     expect(response.headers()['content-type']).toContain('text/event-stream');
+    expect(JSON.parse(response.request().postData() ?? '{}')).toMatchObject({ stream: true });
+    // The answer came in pieces (local-chat streams about three tokens a chunk), then [DONE].
+    const events = (await response.text()).split('\n\n').filter((e) => e.startsWith('data: {'));
+    expect(events.length).toBeGreaterThan(2);
     const answer = page.locator('.message.assistant p');
     await expect.poll(() => answer.textContent()).toContain('You said: hello from the browser');
     await page.getByRole('button', { name: 'Send' }).and(page.locator(':enabled')).waitFor();
