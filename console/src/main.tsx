@@ -20,10 +20,24 @@ import { Link, navigate, useLocation } from './router.js';
 
 const ACCOUNT_KEY = 'gantry-console-account';
 
+interface Picked {
+  id: string;
+  name: string;
+}
+
+function readPicked(): Picked | null {
+  try {
+    const value = JSON.parse(sessionStorage.getItem(ACCOUNT_KEY) ?? 'null') as Picked | null;
+    return value && typeof value.id === 'string' && typeof value.name === 'string' ? value : null;
+  } catch {
+    return null;
+  }
+}
+
 function App() {
   const [session, setSession] = useState<Session | null | undefined>(undefined);
   // The operator's chosen account (an id, not a secret), kept for this tab.
-  const [picked, setPicked] = useState<string | null>(() => sessionStorage.getItem(ACCOUNT_KEY));
+  const [picked, setPicked] = useState<Picked | null>(() => readPicked());
   const { path, search } = useLocation();
 
   const signedIn = useCallback((s: Session) => {
@@ -39,10 +53,10 @@ function App() {
     api<Session>('GET', '/admin/v1/session').then(signedIn, () => setSession(null));
   }, [signedIn]);
 
-  const pickAccount = useCallback((id: string | null) => {
-    if (id) sessionStorage.setItem(ACCOUNT_KEY, id);
+  const pickAccount = useCallback((account: Picked | null) => {
+    if (account) sessionStorage.setItem(ACCOUNT_KEY, JSON.stringify(account));
     else sessionStorage.removeItem(ACCOUNT_KEY);
-    setPicked(id);
+    setPicked(account);
   }, []);
 
   if (session === undefined) return <Loading />;
@@ -67,7 +81,7 @@ function App() {
 
   const ctx: Ctx = {
     session,
-    accountId: session.role === 'owner' ? (session.account?.id ?? null) : picked,
+    accountId: session.role === 'owner' ? (session.account?.id ?? null) : (picked?.id ?? null),
     pickAccount,
   };
   const operator = session.role === 'operator';
@@ -101,7 +115,7 @@ function App() {
         </nav>
         <span class="who">
           {operator
-            ? `Operator ${session.actor}${ctx.accountId ? ` · account ${ctx.accountId}` : ''}`
+            ? `Operator ${session.actor}${picked ? ` · account ${picked.name}` : ''}`
             : `${session.account?.name ?? ''} · key ${session.key?.prefix ?? ''}`}
         </span>
         <button type="button" onClick={signOut}>

@@ -324,6 +324,7 @@ describe('console in a browser', { timeout: 60_000 }, () => {
     await b.shot('accounts');
     await row.getByRole('button', { name: /^Open/ }).click();
     await page.getByRole('heading', { name: 'API keys' }).waitFor();
+    expect(await page.locator('header .who').textContent()).toBe('Operator admin:env · account test');
     await page.locator('table.keys tbody tr', { hasText: 'from the console' }).waitFor();
     await expectNoSecret();
   });

@@ -99,7 +99,7 @@ export function AccountsPage({ ctx }: { ctx: Ctx }) {
                   <button
                     type="button"
                     onClick={() => {
-                      ctx.pickAccount(a.id);
+                      ctx.pickAccount({ id: a.id, name: a.name });
                       navigate('/keys');
                     }}
                   >

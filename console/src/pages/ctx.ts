@@ -4,5 +4,5 @@ import type { Session } from '../api.js';
 export interface Ctx {
   session: Session;
   accountId: string | null;
-  pickAccount: (id: string | null) => void;
+  pickAccount: (account: { id: string; name: string } | null) => void;
 }
