@@ -26,6 +26,7 @@ import { checkJsonDepth } from './json-depth.js';
 import { loggerOptions } from './logger.js';
 import { OPENAPI_PATH } from './openapi/path.js';
 import { registerOpenApi } from './openapi/routes.js';
+import { healthSchema } from './openapi/schemas/status.js';
 import { createBackends, createPredictions, loadModelSchemas, type Role } from './predictions/setup.js';
 import { parseQuery, repeatedParameter } from './query.js';
 import { requestTracker } from './request-tracking.js';
@@ -170,8 +171,6 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     for (const method of [route.method].flat()) routes.push({ method, url: route.url });
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-
   const track = requestTracker(metrics, app.log.level);
   // First hook, so refused requests are counted too.
   app.addHook('onRequest', (request, reply, done) => {
@@ -214,6 +213,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
 
   // Before the routes: the document is built from the schemas of the routes registered after it.
   if (role !== 'worker') await registerOpenApi(app, gantry);
+  app.get('/healthz', { schema: healthSchema }, async () => ({ status: 'ok' }));
   registerMetricsRoute(app, gantry);
   registerBackendCallbackRoutes(app, backends, config.server.callbackBodyLimitBytes);
   if (role !== 'worker') {

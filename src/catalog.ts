@@ -1,5 +1,17 @@
 import type { ModelEntry } from './config/types.js';
+import type { DerivedStatus, ModelStatus } from './routing/status.js';
 import type { Account } from './store/types.js';
+
+/** An operator's status override of a model (src/status/overrides.ts), as the catalogue reads it. */
+export interface OverrideLookup {
+  get(namespace: string): { status: ModelStatus; reason: string } | undefined;
+}
+
+/** A model's status as every surface shows it. */
+export interface ModelStatusView {
+  status: ModelStatus;
+  reason: string | null;
+}
 
 /** The Model fields of spec 2.1 that every list item and get-one carries (schemas only on request). */
 const MODEL_FIELDS = [
@@ -27,6 +39,7 @@ export interface CatalogModel {
 export class Catalog {
   private readonly byNamespace = new Map<string, CatalogModel>();
   private readonly ordered: CatalogModel[] = [];
+  private overrides: OverrideLookup | undefined;
 
   constructor(
     models: ModelEntry[],
@@ -72,6 +85,38 @@ export class Catalog {
     };
     this.byNamespace.set(namespace, updated);
     this.ordered[this.ordered.indexOf(model)] = updated;
+  }
+
+  /** The admin API's status overrides (set once the control plane is built). */
+  useOverrides(overrides: OverrideLookup): void {
+    this.overrides = overrides;
+  }
+
+  /**
+   * The status shown for a model: an operator's override through the admin API first, then the config's
+   * `status` (also set by Gantry when it cannot serve a model), then the status derived from the
+   * deployments' health (`derived`, from the routing), else operational.
+   */
+  statusOf(entry: ModelEntry, derived: DerivedStatus | undefined): ModelStatusView {
+    const override = this.overrides?.get(entry.namespace);
+    if (override !== undefined) return { status: override.status, reason: override.reason };
+    if (entry.status !== undefined) {
+      return { status: entry.status, reason: entry.status_reason ?? null };
+    }
+    if (derived === undefined || derived.status === 'operational')
+      return { status: 'operational', reason: null };
+    return { status: derived.status, reason: derived.reason ?? null };
+  }
+
+  /**
+   * Whether calls to the model are refused as not active, and why when known: `offline` in the config
+   * (which an override cannot lift: Gantry may have found the model unservable), or an `offline` override.
+   */
+  offline(entry: ModelEntry): { reason: string | undefined } | undefined {
+    if (entry.status === 'offline') return { reason: entry.status_reason };
+    const override = this.overrides?.get(entry.namespace);
+    if (override?.status === 'offline') return { reason: override.reason };
+    return undefined;
   }
 
   /** The model if it exists and the account may use it. */

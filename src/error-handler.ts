@@ -150,6 +150,8 @@ export function rejectOtherMethods(app: FastifyInstance, url: string, allowed: H
   app.route({
     method: others,
     url,
+    // Not part of the API: left out of the OpenAPI document.
+    schema: { hide: true },
     handler: (request, reply) => {
       reply.header('allow', allow);
       return sendError(

@@ -5,6 +5,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
+import { getSessionSchema, signInSchema, signOutSchema } from '../openapi/schemas/admin.js';
 import { ADMIN_PREFIX } from './routes.js';
 import type { Scope } from './scope.js';
 import { type SessionClaims, sessionCookie } from './session.js';
@@ -17,7 +18,7 @@ export function registerSessionRoutes(app: FastifyInstance, gantry: Gantry): voi
   const secure = (request: FastifyRequest): boolean =>
     request.protocol === 'https' || (gantry.config.server.publicUrl ?? '').startsWith('https:');
 
-  app.post(`${ADMIN_PREFIX}/session`, async (request, reply) => {
+  app.post(`${ADMIN_PREFIX}/session`, { schema: signInSchema }, async (request, reply) => {
     if (!gantry.config.web.console.enabled) throw new GantryError('NOT_FOUND');
     const now = Date.now();
     const seen = failures.get(request.ip);
@@ -64,7 +65,7 @@ export function registerSessionRoutes(app: FastifyInstance, gantry: Gantry): voi
     return sessionView(gantry, signed.claims, signed.scope);
   });
 
-  app.get(`${ADMIN_PREFIX}/session`, async (request, reply) => {
+  app.get(`${ADMIN_PREFIX}/session`, { schema: getSessionSchema }, async (request, reply) => {
     const claims = gantry.plane.auth.session(request);
     if (claims === undefined) throw new GantryError('UNAUTHORIZED', { message: 'Not signed in' });
     const scope = gantry.plane.auth.scope(request);
@@ -72,10 +73,14 @@ export function registerSessionRoutes(app: FastifyInstance, gantry: Gantry): voi
     return sessionView(gantry, claims, scope);
   });
 
-  app.delete(`${ADMIN_PREFIX}/session`, async (request: FastifyRequest, reply: FastifyReply) => {
-    reply.header('set-cookie', sessionCookie('', 0, secure(request)));
-    return { signed_out: true };
-  });
+  app.delete(
+    `${ADMIN_PREFIX}/session`,
+    { schema: signOutSchema },
+    async (request: FastifyRequest, reply: FastifyReply) => {
+      reply.header('set-cookie', sessionCookie('', 0, secure(request)));
+      return { signed_out: true };
+    },
+  );
 }
 
 function sessionView(gantry: Gantry, claims: SessionClaims, scope: Scope) {

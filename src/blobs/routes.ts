@@ -8,6 +8,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { GantryError, restEnvelope } from '../errors.js';
+import { fileSchema } from '../openapi/schemas/files.js';
 import { type BlobSecret, FILES_PATH, verifyBlobSignature } from './signed-url.js';
 import { type BlobReader, isValidBlobKey, type OpenedBlob } from './types.js';
 
@@ -35,6 +36,7 @@ export function registerBlobRoutes(app: FastifyInstance, options: BlobRouteOptio
   app.route({
     method: ['GET', 'HEAD'],
     url: `${FILES_PATH}/*`,
+    schema: fileSchema,
     handler: async (request, reply) => {
       // find-my-way has already percent-decoded the wildcard, so `%2e%2e` arrives as `..` and is refused.
       const key = (request.params as { '*'?: string })['*'] ?? '';

@@ -47,8 +47,14 @@ export function resolveInferenceModel(
       param: 'model',
     });
   }
-  if (entry.status === 'offline') {
-    throw new GantryError('MODEL_NOT_ACTIVE', { message: `The model ${name} is offline`, param: 'model' });
+  // Offline in the config, or by an operator's override (README, "Status page" → overrides).
+  const offline = gantry.catalog.offline(entry);
+  if (offline !== undefined) {
+    throw new GantryError('MODEL_NOT_ACTIVE', {
+      message: `The model ${name} is offline`,
+      param: 'model',
+      ...(offline.reason === undefined ? {} : { details: offline.reason }),
+    });
   }
   request.labels.model = entry.namespace;
   // Every circuit open: a fast 503 before any other work (credits, admission, safety checks), so a

@@ -122,10 +122,12 @@ export async function createPrediction(
       details: 'Use /v1/chat/completions, /v1/responses or /v1/embeddings for this model.',
     });
   }
-  if (entry.status === 'offline') {
+  // Offline in the config, or by an operator's override (README, "Status page" → overrides).
+  const offline = deps.catalog.offline(entry);
+  if (offline !== undefined) {
     throw new GantryError('MODEL_NOT_ACTIVE', {
       message: `Model ${entry.namespace} is offline`,
-      ...(entry.status_reason === undefined ? {} : { details: entry.status_reason }),
+      ...(offline.reason === undefined ? {} : { details: offline.reason }),
     });
   }
   const validator = deps.validators.get(entry.namespace);

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { CogBackend } from '../../providers/predictions/cog.js';
 import type { PredictionBackend } from '../../providers/predictions/types.js';
 import { GantryError } from '../errors.js';
+import { internalSchema } from '../openapi/schemas/forward.js';
 
 type CallbackRequest = { Params: { provider: string; id: string }; Querystring: { token?: string } };
 
@@ -28,6 +29,7 @@ export function registerBackendCallbackRoutes(
     '/internal/backends/:provider/:id',
     {
       bodyLimit,
+      schema: internalSchema,
       onRequest: async (request, reply) => {
         try {
           backendFor(request.params.provider, request.params.id, request.query.token);

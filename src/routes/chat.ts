@@ -19,6 +19,7 @@ import {
   requireImageCapability,
   validateChatRequest,
 } from '../inference/validate.js';
+import { chatSchema } from '../openapi/schemas/chat.js';
 import {
   annotateChatCompletion,
   type ChatSafetyContext,
@@ -38,7 +39,7 @@ import { redactorFor } from '../safety/redact.js';
 import { sendAnswer } from './answer.js';
 
 export function registerChatRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/chat/completions', async (request, reply) =>
+  app.post('/v1/chat/completions', { schema: chatSchema }, async (request, reply) =>
     sendAnswer(reply, await chatCompletions(gantry, request, reply)),
   );
   rejectOtherMethods(app, '/v1/chat/completions', ['POST']);

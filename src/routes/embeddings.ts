@@ -10,10 +10,11 @@ import { resolveInferenceModel } from '../inference/resolve.js';
 import { openTicket } from '../inference/ticket.js';
 import { readUsage } from '../inference/usage-capture.js';
 import { applyDefaults, validateEmbeddings } from '../inference/validate.js';
+import { embeddingsSchema } from '../openapi/schemas/embeddings.js';
 import { sendAnswer } from './answer.js';
 
 export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/embeddings', async (request, reply) =>
+  app.post('/v1/embeddings', { schema: embeddingsSchema }, async (request, reply) =>
     sendAnswer(reply, await createEmbeddings(gantry, request, reply)),
   );
   rejectOtherMethods(app, '/v1/embeddings', ['POST']);

@@ -8,6 +8,7 @@ import { principalOf } from '../inference/resolve.js';
 import { trackStream } from '../inference/stream-reply.js';
 import { openTicket } from '../inference/ticket.js';
 import { checkJsonDepth } from '../json-depth.js';
+import { forwardSchema } from '../openapi/schemas/forward.js';
 
 /** Headers that belong to one hop and must not be relayed. */
 const HOP_BY_HOP = new Set([
@@ -37,7 +38,7 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
-    scope.post('/v1/*', async (request, reply) => {
+    scope.post('/v1/*', { schema: forwardSchema }, async (request, reply) => {
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const contentType = String(request.headers['content-type'] ?? '');
       const { name, body, valueAt } = readModel(raw, contentType);

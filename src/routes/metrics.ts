@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../context.js';
 import { GantryError, restEnvelope } from '../errors.js';
 import { createBoundedServer } from '../fast-path/server.js';
+import { metricsSchema } from '../openapi/schemas/status.js';
 
 /**
  * GET /metrics in the Prometheus text format: on the API's port (outside /v1, so no API key), or on its
@@ -28,7 +29,7 @@ export function registerMetricsRoute(app: FastifyInstance, gantry: Gantry): void
   const refusal = new GantryError('UNAUTHORIZED', { message: 'The metrics endpoint needs its bearer token' });
 
   if (settings.port === undefined) {
-    app.get('/metrics', async (request, reply) => {
+    app.get('/metrics', { schema: metricsSchema }, async (request, reply) => {
       if (!authorized(request.raw)) throw refusal;
       reply.header('content-type', contentType);
       return render();

@@ -4,6 +4,7 @@ import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError, invalidParameter } from '../errors.js';
 import { principalOf } from '../inference/resolve.js';
+import { getModelSchema, listModelsSchema } from '../openapi/schemas/models.js';
 
 const DEFAULT_PAGE_SIZE = 10;
 const MAX_PAGE_SIZE = 100;
@@ -21,7 +22,7 @@ type Query = Record<string, string | undefined>;
  * page or per_page), when it is the same page as `models`.
  */
 export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.get('/v1/models', async (request) => {
+  app.get('/v1/models', { schema: listModelsSchema }, async (request) => {
     const query = request.query as Query;
     const page = readPage(query);
     const views = gantry.catalog.visibleTo(principalOf(request).account).map((m) => viewOf(gantry, m));
@@ -34,7 +35,7 @@ export function registerModelRoutes(app: FastifyInstance, gantry: Gantry): void 
   rejectOtherMethods(app, '/v1/models', ['GET']);
 
   // Slugs contain `/` (vendor/model), so the rest of the path is the slug, encoded or not.
-  app.get('/v1/models/*', async (request) => {
+  app.get('/v1/models/*', { schema: getModelSchema }, async (request) => {
     const raw = (request.params as { '*': string })['*'];
     const slug = safeDecode(raw);
     const model = gantry.catalog.get(slug, principalOf(request).account);
@@ -76,15 +77,18 @@ function readInt(query: Query, name: string, fallback: number, min: number, max:
 type View = Readonly<Record<string, unknown>>;
 
 /**
- * The Model object with its live status: the config's `status` is an operator's override and wins;
- * otherwise the status derived from the deployments' health (src/routing/status.ts), with
- * `status_reason` saying why when it is not operational.
+ * The Model object with its live status (Catalog.statusOf): an operator's override through the admin API,
+ * else the config's `status`, else the status derived from the deployments' health
+ * (src/routing/status.ts), with `status_reason` saying why when there is a reason.
  */
 function viewOf(gantry: Gantry, model: CatalogModel): View {
-  if (model.entry.status !== undefined) return model.view;
-  const derived = gantry.routing.statusOf(model.entry.namespace);
-  if (derived === undefined || derived.status === 'operational') return model.view;
-  return { ...model.view, status: derived.status, status_reason: derived.reason };
+  const shown = gantry.catalog.statusOf(model.entry, gantry.routing.statusOf(model.entry.namespace));
+  const reason = shown.reason ?? undefined;
+  if (shown.status === model.view.status && reason === model.view.status_reason) return model.view;
+  const { status_reason: _previous, ...rest } = model.view;
+  return reason === undefined
+    ? { ...rest, status: shown.status }
+    : { ...rest, status: shown.status, status_reason: reason };
 }
 
 function matches(query: Query): (view: View) => boolean {

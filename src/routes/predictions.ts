@@ -3,6 +3,18 @@ import type { Principal } from '../auth/authenticate.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError } from '../errors.js';
 import { principalOf } from '../inference/resolve.js';
+import {
+  cancelPredictionSchema,
+  createPredictionSchema,
+  deletePredictionActionSchema,
+  deletePredictionSchema,
+  getPredictionSchema,
+  listPredictionsSchema,
+  predictAliasSchema,
+  predictionWebhooksSchema,
+  streamPredictionSchema,
+  webhookSecretSchema,
+} from '../openapi/schemas/predictions.js';
 import type { PredictionDeps } from '../predictions/context.js';
 import { serialize, webhookSecretFor } from '../predictions/lifecycle.js';
 import { cancelAfterMs, preferWaitMs } from '../predictions/request-headers.js';
@@ -47,67 +59,82 @@ export function registerPredictionRoutes(app: FastifyInstance, deps: PredictionD
     if (!result.created) reply.header('idempotent-replayed', 'true');
     return reply.code(200).send(await serialize(deps, record));
   };
-  app.post('/v1/predictions', create);
-  app.post('/v1/predict', create);
-  app.get('/v1/predictions', async (request) => list(deps, principalOf(request), request.query as Query));
+  app.post('/v1/predictions', { schema: createPredictionSchema }, create);
+  app.post('/v1/predict', { schema: predictAliasSchema }, create);
+  app.get('/v1/predictions', { schema: listPredictionsSchema }, async (request) =>
+    list(deps, principalOf(request), request.query as Query),
+  );
   rejectOtherMethods(app, '/v1/predictions', ['GET', 'POST']);
   rejectOtherMethods(app, '/v1/predict', ['POST']);
 
-  app.get<{ Params: IdParams }>('/v1/predictions/:id', async (request) =>
+  app.get<{ Params: IdParams }>('/v1/predictions/:id', { schema: getPredictionSchema }, async (request) =>
     serialize(deps, await ownedPrediction(deps, principalOf(request), request.params.id)),
   );
   const remove = async (request: FastifyRequest<{ Params: IdParams }>) => {
     await deletePrediction(deps, principalOf(request), request.params.id);
     return { success: true };
   };
-  app.delete<{ Params: IdParams }>('/v1/predictions/:id', remove);
+  app.delete<{ Params: IdParams }>('/v1/predictions/:id', { schema: deletePredictionSchema }, remove);
   rejectOtherMethods(app, '/v1/predictions/:id', ['GET', 'DELETE']);
   // Cancel and delete take no body; an empty one is accepted whatever its Content-Type (src/app.ts).
   app.route<{ Params: IdParams }>({
     method: ['DELETE', 'POST'],
     url: '/v1/predictions/:id/delete',
+    schema: deletePredictionActionSchema,
     handler: remove,
   });
   rejectOtherMethods(app, '/v1/predictions/:id/delete', ['DELETE', 'POST']);
-  app.post<{ Params: IdParams }>('/v1/predictions/:id/cancel', async (request) => {
-    const record = await cancelPrediction(deps, principalOf(request), request.params.id);
-    return { success: true, status: record.status, prediction: await serialize(deps, record) };
-  });
+  app.post<{ Params: IdParams }>(
+    '/v1/predictions/:id/cancel',
+    { schema: cancelPredictionSchema },
+    async (request) => {
+      const record = await cancelPrediction(deps, principalOf(request), request.params.id);
+      return { success: true, status: record.status, prediction: await serialize(deps, record) };
+    },
+  );
   rejectOtherMethods(app, '/v1/predictions/:id/cancel', ['POST']);
 
-  app.get<{ Params: IdParams }>('/v1/predictions/:id/stream', async (request, reply) => {
-    const record = await ownedPrediction(deps, principalOf(request), request.params.id);
-    if (!record.stream) {
-      throw new GantryError('INVALID_REQUEST', {
-        status: 400,
-        message: 'This prediction was created without stream: true, so it has no stream',
-        details: 'Create the prediction with "stream": true, or poll GET /v1/predictions/{id}.',
-      });
-    }
-    await streamPrediction(deps, record, request, reply);
-  });
+  app.get<{ Params: IdParams }>(
+    '/v1/predictions/:id/stream',
+    { schema: streamPredictionSchema },
+    async (request, reply) => {
+      const record = await ownedPrediction(deps, principalOf(request), request.params.id);
+      if (!record.stream) {
+        throw new GantryError('INVALID_REQUEST', {
+          status: 400,
+          message: 'This prediction was created without stream: true, so it has no stream',
+          details: 'Create the prediction with "stream": true, or poll GET /v1/predictions/{id}.',
+        });
+      }
+      await streamPrediction(deps, record, request, reply);
+    },
+  );
   rejectOtherMethods(app, '/v1/predictions/:id/stream', ['GET']);
 
   // Gantry extension: the webhook delivery log of one prediction (each attempt's outcome).
-  app.get<{ Params: IdParams }>('/v1/predictions/:id/webhooks', async (request) => {
-    const record = await ownedPrediction(deps, principalOf(request), request.params.id);
-    const deliveries = await deps.store.deliveries(record.id);
-    return {
-      data: deliveries.map((d) => ({
-        id: d.id,
-        event: d.event,
-        state: d.state,
-        attempts: d.attempts,
-        created_at: new Date(d.createdAt).toISOString(),
-        next_attempt_at: d.nextAttemptAt === null ? null : new Date(d.nextAttemptAt).toISOString(),
-        log: d.log.map((l) => ({ ...l, at: new Date(l.at).toISOString() })),
-      })),
-    };
-  });
+  app.get<{ Params: IdParams }>(
+    '/v1/predictions/:id/webhooks',
+    { schema: predictionWebhooksSchema },
+    async (request) => {
+      const record = await ownedPrediction(deps, principalOf(request), request.params.id);
+      const deliveries = await deps.store.deliveries(record.id);
+      return {
+        data: deliveries.map((d) => ({
+          id: d.id,
+          event: d.event,
+          state: d.state,
+          attempts: d.attempts,
+          created_at: new Date(d.createdAt).toISOString(),
+          next_attempt_at: d.nextAttemptAt === null ? null : new Date(d.nextAttemptAt).toISOString(),
+          log: d.log.map((l) => ({ ...l, at: new Date(l.at).toISOString() })),
+        })),
+      };
+    },
+  );
   rejectOtherMethods(app, '/v1/predictions/:id/webhooks', ['GET']);
 
   // The account's signing secret, to verify webhook-signature / Gantry-Signature.
-  app.get('/v1/webhooks/secret', async (request) => ({
+  app.get('/v1/webhooks/secret', { schema: webhookSecretSchema }, async (request) => ({
     key: webhookSecretFor(deps.secretKey, principalOf(request).account.id),
   }));
   rejectOtherMethods(app, '/v1/webhooks/secret', ['GET']);

@@ -13,6 +13,11 @@ import { GantryError, invalidParameter } from '../errors.js';
 import { clientGoneSignal } from '../inference/client.js';
 import { principalOf } from '../inference/resolve.js';
 import { fromUpstream } from '../inference/upstream-errors.js';
+import {
+  deleteResponseSchema,
+  getResponseSchema,
+  listInputItemsSchema,
+} from '../openapi/schemas/responses.js';
 import { conversationItems, itemPage } from '../responses/input-items.js';
 import type { ChatMessage } from '../responses/types.js';
 import type { StoredResponse } from '../store/types.js';
@@ -50,7 +55,7 @@ export function passthroughProvider(stored: StoredResponse): string | undefined 
 }
 
 export function registerStoredResponseRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.get('/v1/responses/:id', async (request, reply) => {
+  app.get('/v1/responses/:id', { schema: getResponseSchema }, async (request, reply) => {
     const stored = find(gantry, request);
     const provider = passthroughProvider(stored);
     if (provider === undefined) return stored.response;
@@ -67,7 +72,7 @@ export function registerStoredResponseRoutes(app: FastifyInstance, gantry: Gantr
     return body.object === 'response' ? { ...body, model: stored.model } : body;
   });
 
-  app.delete('/v1/responses/:id', async (request, reply) => {
+  app.delete('/v1/responses/:id', { schema: deleteResponseSchema }, async (request, reply) => {
     const stored = find(gantry, request);
     const provider = passthroughProvider(stored);
     if (provider !== undefined) {
@@ -85,7 +90,7 @@ export function registerStoredResponseRoutes(app: FastifyInstance, gantry: Gantr
   });
   rejectOtherMethods(app, '/v1/responses/:id', ['GET', 'DELETE']);
 
-  app.get('/v1/responses/:id/input_items', async (request, reply) => {
+  app.get('/v1/responses/:id/input_items', { schema: listInputItemsSchema }, async (request, reply) => {
     const stored = find(gantry, request);
     const provider = passthroughProvider(stored);
     if (provider === undefined) {

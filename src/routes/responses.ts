@@ -23,6 +23,7 @@ import {
   rejectImagesUnlessCapable,
   takesImages,
 } from '../inference/validate.js';
+import { createResponseSchema } from '../openapi/schemas/responses.js';
 import {
   assistantTurn,
   type ChatMessage,
@@ -59,7 +60,7 @@ const hasNativeResponses = (p: InferenceProvider) => p.responses !== undefined;
  * API; otherwise bridged onto chat completions, with `previous_response_id` served from Gantry's history.
  */
 export function registerResponsesRoutes(app: FastifyInstance, gantry: Gantry): void {
-  app.post('/v1/responses', async (request, reply) =>
+  app.post('/v1/responses', { schema: createResponseSchema }, async (request, reply) =>
     sendAnswer(reply, await createResponse(gantry, request, reply)),
   );
   rejectOtherMethods(app, '/v1/responses', ['POST']);

@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto';
+import { incidentView } from './incident-view.js';
+import type { Incident, IncidentStatus } from './incidents.js';
 import { API_ID, type ChangeView, type ComponentView, type Snapshot, type WindowView } from './snapshot.js';
 import { subscribeForm } from './subscribe-form.js';
 import type { Status } from './uptime.js';
@@ -31,7 +33,10 @@ export function renderJson(s: Snapshot): string {
     history_available: s.historyAvailable,
     status: s.api.status,
     api: s.api,
+    ...(s.console === undefined ? {} : { console: s.console }),
     models: s.models,
+    incidents_available: s.incidentsAvailable,
+    incidents: s.incidents.map(incidentView),
   });
 }
 
@@ -58,6 +63,8 @@ section{border:1px solid #ccc;border-radius:6px;padding:1rem;margin:1rem 0}
 .degraded .badge,.badge.degraded{background:#fff3bf;color:#5c3c00}
 .offline .badge,.badge.offline{background:#ffd6d6;color:#6a040f}
 .reason{margin:.25rem 0}
+.incident .badge{background:#eee;color:#1a1a1a}
+ol.updates{margin:.5rem 0;padding-left:1.25rem}
 figure{margin:.75rem 0}
 figcaption{font-size:.9rem}
 ol.bars{display:flex;gap:1px;list-style:none;padding:0;margin:.25rem 0;height:2rem}
@@ -87,7 +94,9 @@ export function renderHtml(s: Snapshot, options: { subscribe?: boolean } = {}): 
     s.historyAvailable
       ? ''
       : '<p role="status"><strong>The status history cannot be read right now:</strong> the bars assume the current status throughout.</p>',
+    incidentsHtml(s),
     component(s.api, 'h-api', 'h2'),
+    s.console === undefined ? '' : component(s.console, 'h-console', 'h2'),
     '<h2 id="h-models">Models</h2>',
   ];
   if (s.models.length === 0) parts.push('<p>No public models.</p>');
@@ -102,13 +111,62 @@ function component(c: ComponentView, headingId: string, heading: 'h2' | 'h3'): s
   const parts = [
     `<section class="${c.status}" aria-labelledby="${headingId}"><div class="head">`,
     `<${heading} id="${headingId}">${text(c.name)}</${heading}>`,
-    c.id === API_ID || c.id === c.name ? '' : `<code>${text(c.id)}</code>`,
+    c.id === API_ID || c.id === 'console' || c.id === c.name ? '' : `<code>${text(c.id)}</code>`,
     `<span class="badge">${LABEL[c.status]}</span></div>`,
     c.reason === null ? '' : `<p class="reason">${text(c.reason)}</p>`,
   ];
   for (const [key, w] of Object.entries(c.uptime)) parts.push(windowHtml(c, key, w));
   parts.push('</section>');
   return parts.join('');
+}
+
+const INCIDENT_LABEL: Record<IncidentStatus, string> = {
+  investigating: 'Investigating',
+  identified: 'Identified',
+  monitoring: 'Monitoring',
+  resolved: 'Resolved',
+};
+
+function when(at: number): string {
+  const iso = new Date(at).toISOString();
+  return `<time datetime="${iso}">${iso.replace('T', ' ').slice(0, 16)} UTC</time>`;
+}
+
+/** Open incidents first, then the recently resolved ones, each with its updates (newest first). */
+function incidentsHtml(s: Snapshot): string {
+  const open = s.incidents.filter((i) => i.resolvedAt === null);
+  const resolved = s.incidents.filter((i) => i.resolvedAt !== null);
+  const parts = ['<h2 id="h-incidents">Incidents</h2>'];
+  if (!s.incidentsAvailable) parts.push('<p role="status">The incidents cannot be read right now.</p>');
+  else if (open.length === 0) parts.push('<p>No open incidents.</p>');
+  open.forEach((i, n) => {
+    parts.push(incidentHtml(s, i, `h-incident-${n}`));
+  });
+  if (resolved.length > 0) {
+    parts.push('<h3 id="h-resolved">Recently resolved</h3>');
+    resolved.forEach((i, n) => {
+      parts.push(incidentHtml(s, i, `h-resolved-${n}`));
+    });
+  }
+  return parts.join('');
+}
+
+function incidentHtml(s: Snapshot, i: Incident, headingId: string): string {
+  const heading = i.resolvedAt === null ? 'h3' : 'h4';
+  const affected = i.components.map((c) => text(s.names.get(c) ?? c)).join(', ');
+  const updates = [...i.updates]
+    .reverse()
+    .map((u) => `<li><strong>${INCIDENT_LABEL[u.status]}</strong> ${when(u.at)}: ${text(u.message)}</li>`)
+    .join('');
+  const impact = i.impact === 'maintenance' ? 'Maintenance' : LABEL[i.impact];
+  return [
+    `<section class="incident ${i.resolvedAt === null ? i.impact : 'resolved'}" aria-labelledby="${headingId}">`,
+    `<div class="head"><${heading} id="${headingId}">${text(i.title)}</${heading}>`,
+    `<span class="badge">${INCIDENT_LABEL[i.status]}</span></div>`,
+    `<p>Affects ${affected}; impact: ${impact}. Opened ${when(i.openedAt)}`,
+    i.resolvedAt === null ? '.' : `, resolved ${when(i.resolvedAt)}.`,
+    `</p><ol class="updates" reversed>${updates}</ol></section>`,
+  ].join('');
 }
 
 function windowHtml(c: ComponentView, key: string, w: WindowView): string {
@@ -144,7 +202,9 @@ function windowHtml(c: ComponentView, key: string, w: WindowView): string {
  * stays the same on every render and every instance.
  */
 export function renderAtom(s: Snapshot, origin: string, startedAt: number): string {
-  const updated = new Date(s.changes[0]?.at ?? startedAt).toISOString();
+  const incidentEntries = s.incidents.flatMap((i) => i.updates.map((u, n) => ({ i, n, at: u.at })));
+  const newest = Math.max(s.changes[0]?.at ?? startedAt, ...incidentEntries.map((e) => e.at));
+  const updated = new Date(newest).toISOString();
   const parts = [
     '<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">',
     `<id>${text(`${origin}/status/feed.atom`)}</id>`,
@@ -154,9 +214,34 @@ export function renderAtom(s: Snapshot, origin: string, startedAt: number): stri
     `<link rel="self" type="application/atom+xml" href="${text(`${origin}/status/feed.atom`)}"/>`,
     `<link rel="alternate" type="text/html" href="${text(`${origin}/status`)}"/>`,
   ];
+  // Incident entries first (newest first), then the status changes.
+  incidentEntries.sort((x, y) => y.at - x.at || y.n - x.n || x.i.id.localeCompare(y.i.id));
+  for (const e of incidentEntries) parts.push(incidentEntry(s, e.i, e.n, origin));
   for (const c of s.changes) parts.push(entry(c, origin));
   parts.push('</feed>\n');
   return parts.join('');
+}
+
+/** One update of an incident: the first opened it, one with status `resolved` closed it. */
+function incidentEntry(s: Snapshot, i: Incident, n: number, origin: string): string {
+  const u = i.updates[n] as Incident['updates'][number];
+  const at = new Date(u.at).toISOString();
+  const kind = n === 0 ? 'opened' : u.status === 'resolved' ? 'resolved' : 'updated';
+  const title = `Incident ${kind}: ${i.title}`;
+  const affected = i.components.map((c) => s.names.get(c) ?? c).join(', ');
+  const content = `${INCIDENT_LABEL[u.status]} (${affected}; impact ${i.impact}) at ${at}: ${u.message}`;
+  return [
+    `<entry><id>${incidentEntryId(i.id, n)}</id><title>${text(title)}</title><updated>${at}</updated>`,
+    `<published>${at}</published>`,
+    `<link rel="alternate" type="text/html" href="${text(`${origin}/status`)}"/>`,
+    `<category term="incident"/><category term="${kind}"/>`,
+    `<content type="text">${text(content)}</content></entry>`,
+  ].join('');
+}
+
+/** The feed id of an incident's n-th update: the same on every render and every instance. */
+export function incidentEntryId(incidentId: string, n: number): string {
+  return uuidOf(JSON.stringify(['incident', incidentId, n]));
 }
 
 function entry(c: ChangeView, origin: string): string {
@@ -172,9 +257,11 @@ function entry(c: ChangeView, origin: string): string {
 }
 
 export function changeId(c: ChangeView): string {
-  const hex = createHash('sha256')
-    .update(JSON.stringify([c.component, c.at, c.from, c.to, c.instance]))
-    .digest('hex');
+  return uuidOf(JSON.stringify([c.component, c.at, c.from, c.to, c.instance]));
+}
+
+function uuidOf(input: string): string {
+  const hex = createHash('sha256').update(input).digest('hex');
   // Version 5-style bits so it reads as a UUID (the hash is not SHA-1, the id only needs to be stable).
   const variant = ((Number.parseInt(hex[16] ?? '0', 16) & 0x3) | 0x8).toString(16);
   return `urn:uuid:${hex.slice(0, 8)}-${hex.slice(8, 12)}-5${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
+import { statusFeedSchema, statusJsonSchema, statusPageSchema } from '../openapi/schemas/status.js';
 import { renderAtom, renderHtml, renderJson } from './render.js';
 import { type Snapshot, takeSnapshot } from './snapshot.js';
 
@@ -77,9 +78,9 @@ export function registerStatusRoutes(app: FastifyInstance, gantry: Gantry): void
     return reply.send(body);
   };
 
-  app.get('/status', serve('html'));
-  app.get('/status.json', serve('json'));
-  app.get('/status/feed.atom', serve('atom'));
+  app.get('/status', { schema: statusPageSchema }, serve('html'));
+  app.get('/status.json', { schema: statusJsonSchema }, serve('json'));
+  app.get('/status/feed.atom', { schema: statusFeedSchema }, serve('atom'));
   for (const url of ['/status', '/status.json', '/status/feed.atom']) rejectOtherMethods(app, url, ['GET']);
 }
 

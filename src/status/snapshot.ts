@@ -1,5 +1,6 @@
 import type { Gantry } from '../context.js';
 import type { StatusChange } from '../routing/history.js';
+import type { Incident } from './incidents.js';
 import {
   apiStatus,
   asStatus,
@@ -12,6 +13,7 @@ import {
   uptimeOf,
   WINDOWS,
   windowStart,
+  worst,
 } from './uptime.js';
 
 /** One bar of an uptime window, as /status.json shows it (README, "Status page"). */
@@ -54,13 +56,28 @@ export interface Snapshot {
   /** False when the status history could not be read: the uptime then assumes the current status. */
   historyAvailable: boolean;
   api: ComponentView;
+  /** Operational while the server answers, unless an incident names it; undefined with the console off. */
+  console: ComponentView | undefined;
   models: ComponentView[];
   /** Newest first. */
   changes: ChangeView[];
+  /** False when the incidents could not be read (the page then shows none). */
+  incidentsAvailable: boolean;
+  /**
+   * Open ones (newest first), then those resolved within RECENT_INCIDENTS_MS (newest first); only the
+   * components the page shows are named.
+   */
+  incidents: Incident[];
+  /** The names of the components, for the incidents' text. */
+  names: ReadonlyMap<string, string>;
 }
 
 export const API_ID = 'api';
+export const CONSOLE_ID = 'console';
 const FEED_ENTRIES = 50;
+/** Resolved incidents stay on the page (and their entries in the feed) this long. */
+export const RECENT_INCIDENTS_MS = 7 * 24 * 3_600_000;
+const MAX_INCIDENTS = 50;
 
 interface PublicModel {
   id: string;
@@ -70,22 +87,17 @@ interface PublicModel {
 }
 
 /**
- * The models everyone may see (no `accounts` list) with the status /v1/models shows: the config's
- * `status` is an operator's override and wins, else the status derived from the deployments' health.
+ * The models everyone may see (no `accounts` list) with the status /v1/models shows (Catalog.statusOf):
+ * an operator's override, else the config's `status`, else the status derived from the deployments' health.
  */
 function publicModels(gantry: Gantry): PublicModel[] {
   const out: PublicModel[] = [];
   for (const model of gantry.catalog.all()) {
     const entry = model.entry;
     if (entry.accounts !== undefined) continue;
-    const base = { id: entry.namespace, name: entry.name ?? entry.namespace };
-    const override = entry.status === undefined ? undefined : asStatus(entry.status);
-    if (override !== undefined) {
-      out.push({ ...base, status: override, reason: entry.status_reason ?? null });
-      continue;
-    }
-    const derived = gantry.routing.statusOf(entry.namespace);
-    out.push({ ...base, status: derived?.status ?? 'operational', reason: derived?.reason ?? null });
+    const shown = gantry.catalog.statusOf(entry, gantry.routing.statusOf(entry.namespace));
+    const status = asStatus(shown.status) ?? 'operational';
+    out.push({ id: entry.namespace, name: entry.name ?? entry.namespace, status, reason: shown.reason });
   }
   return out;
 }
@@ -100,11 +112,26 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
   // statuses are shown, and the windows say the history is missing instead of inventing uptime.
   let all: StatusChange[] = [];
   let historyAvailable = true;
-  try {
-    all = await gantry.routing.history.list({ since: start, limit: gantry.config.routing.historyLimit });
-  } catch {
-    historyAvailable = false;
-  }
+  let incidentsRead: Incident[] = [];
+  let incidentsAvailable = true;
+  await Promise.all([
+    gantry.routing.history
+      .list({ since: start, limit: gantry.config.routing.historyLimit })
+      .then((list) => {
+        all = list;
+      })
+      .catch(() => {
+        historyAvailable = false;
+      }),
+    gantry.plane.incidents
+      .list({ since: start, limit: 500 })
+      .then((list) => {
+        incidentsRead = list;
+      })
+      .catch(() => {
+        incidentsAvailable = false;
+      }),
+  ]);
   const byModel = new Map<string, Array<StatusChange & { from: Status; to: Status }>>();
   for (const m of models) byModel.set(m.id, []);
   for (const c of all) {
@@ -158,6 +185,25 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
   }
   changes.sort((x, y) => y.at - x.at || x.component.localeCompare(y.component));
 
+  const names = new Map<string, string>([[API_ID, 'API']]);
+  const consoleOn = gantry.config.web.console.enabled;
+  if (consoleOn) names.set(CONSOLE_ID, 'Console');
+  for (const m of models) names.set(m.id, m.name);
+  const shown = shownIncidents(incidentsRead, names);
+  let consoleView: ComponentView | undefined;
+  if (consoleOn) {
+    const mine = shown.all.filter((i) => i.components.includes(CONSOLE_ID));
+    const open = mine.filter((i) => i.resolvedAt === null);
+    const status = open.reduce<Status>((s, i) => worst(s, impactStatus(i)), 'operational');
+    consoleView = {
+      id: CONSOLE_ID,
+      name: 'Console',
+      status,
+      reason: open[0]?.title ?? null,
+      uptime: windowsOf(incidentTimeline(mine, start), now),
+    };
+  }
+
   return {
     generatedAt: now,
     historyAvailable,
@@ -168,9 +214,62 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
       reason: apiReasonOf(models.map((m) => m.status)),
       uptime: windowsOf(apiTimeline, now),
     },
+    console: consoleView,
     models: views,
     changes: changes.slice(0, FEED_ENTRIES),
+    incidentsAvailable,
+    incidents: shown.page.filter((i) => i.resolvedAt === null || now - i.resolvedAt <= RECENT_INCIDENTS_MS),
+    names,
   };
+}
+
+/**
+ * The incidents as the public page may show them: components it does not show (a model made private
+ * since) are left out, an incident left with none is not shown. `page`: open first, then resolved, each
+ * newest first, at most MAX_INCIDENTS.
+ */
+function shownIncidents(list: readonly Incident[], names: ReadonlyMap<string, string>) {
+  const all: Incident[] = [];
+  for (const i of list) {
+    const components = i.components.filter((c) => names.has(c));
+    if (components.length > 0) all.push({ ...i, components });
+  }
+  const byOpened = (x: Incident, y: Incident) => y.openedAt - x.openedAt || x.id.localeCompare(y.id);
+  const open = all.filter((i) => i.resolvedAt === null).sort(byOpened);
+  const resolved = all
+    .filter((i) => i.resolvedAt !== null)
+    .sort((x, y) => (y.resolvedAt ?? 0) - (x.resolvedAt ?? 0) || byOpened(x, y));
+  return { all, page: [...open, ...resolved].slice(0, MAX_INCIDENTS) };
+}
+
+/** What an incident's impact means for its component's bars: maintenance counts as degraded. */
+function impactStatus(i: Incident): Status {
+  return i.impact === 'offline' ? 'offline' : 'degraded';
+}
+
+/** A timeline made of incidents: at any moment the worst impact of those open then. */
+export function incidentTimeline(list: readonly Incident[], start: number): Timeline {
+  const points = new Set<number>([start]);
+  for (const i of list) {
+    points.add(Math.max(i.openedAt, start));
+    if (i.resolvedAt !== null) points.add(Math.max(i.resolvedAt, start));
+  }
+  const statusAt = (at: number): Status =>
+    list.reduce<Status>(
+      (s, i) =>
+        i.openedAt <= at && (i.resolvedAt === null || i.resolvedAt > at) ? worst(s, impactStatus(i)) : s,
+      'operational',
+    );
+  const initial = statusAt(start);
+  const changes: Array<{ at: number; to: Status }> = [];
+  let last = initial;
+  for (const at of [...points].sort((x, y) => x - y)) {
+    if (at <= start) continue;
+    const to = statusAt(at);
+    if (to !== last) changes.push({ at, to });
+    last = to;
+  }
+  return { initial, start, changes };
 }
 
 function windowsOf(timeline: Timeline, now: number): Record<string, WindowView> {

@@ -2,6 +2,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Gantry } from '../context.js';
 import { rejectOtherMethods } from '../error-handler.js';
 import { GantryError } from '../errors.js';
+import {
+  confirmPageSchema,
+  confirmSchema,
+  subscribeSchema,
+  unsubscribePageSchema,
+  unsubscribeSchema,
+} from '../openapi/schemas/subscribe.js';
 import { CONFIRM_PATH, UNSUBSCRIBE_PATH } from './mail-content.js';
 import { PAGES, SUBSCRIBE_PATH } from './subscribe-form.js';
 
@@ -48,7 +55,7 @@ export function registerSubscribeRoutes(app: FastifyInstance, gantry: Gantry): v
       (_request, _body, done) => done(null, {}),
     );
 
-    scope.post(SUBSCRIBE_PATH, async (request, reply) => {
+    scope.post(SUBSCRIBE_PATH, { schema: subscribeSchema }, async (request, reply) => {
       const html = isForm(request);
       const outcome = await subscriptions.subscribe(field(request, 'email', false), request.ip);
       if (outcome === 'invalid') {
@@ -73,19 +80,19 @@ export function registerSubscribeRoutes(app: FastifyInstance, gantry: Gantry): v
       });
     });
 
-    scope.get(CONFIRM_PATH, async (request, reply) => {
+    scope.get(CONFIRM_PATH, { schema: confirmPageSchema }, async (request, reply) => {
       const token = field(request, 'token', true);
       if (typeof token === 'string' && (await subscriptions.checkConfirm(token)))
         return sendPage(reply, 200, PAGES.confirmAsk(CONFIRM_PATH, token));
       return sendPage(reply, 404, PAGES.confirmInvalid());
     });
-    scope.post(CONFIRM_PATH, async (request, reply) => {
+    scope.post(CONFIRM_PATH, { schema: confirmSchema }, async (request, reply) => {
       if (await subscriptions.confirm(field(request, 'token', true)))
         return sendPage(reply, 200, PAGES.confirmed());
       return sendPage(reply, 404, PAGES.confirmInvalid());
     });
 
-    scope.get(UNSUBSCRIBE_PATH, async (request, reply) => {
+    scope.get(UNSUBSCRIBE_PATH, { schema: unsubscribePageSchema }, async (request, reply) => {
       const token = field(request, 'token', true);
       const state = await subscriptions.checkUnsubscribe(token);
       if (state === 'subscribed' && typeof token === 'string')
@@ -93,7 +100,7 @@ export function registerSubscribeRoutes(app: FastifyInstance, gantry: Gantry): v
       if (state === 'gone') return sendPage(reply, 200, PAGES.notSubscribed());
       return sendPage(reply, 404, PAGES.unsubscribeInvalid());
     });
-    scope.post(UNSUBSCRIBE_PATH, async (request, reply) => {
+    scope.post(UNSUBSCRIBE_PATH, { schema: unsubscribeSchema }, async (request, reply) => {
       const state = await subscriptions.unsubscribe(field(request, 'token', true));
       if (state === 'subscribed') return sendPage(reply, 200, PAGES.unsubscribed());
       // Already gone is success for a one-click client too: the address gets no more mail.

@@ -763,7 +763,7 @@ ${modelsYaml()}`;
 
     const refused = await inProcess('credits', 'balance', '--account', 'acme', '--config', configPath);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('start `gantry serve` once');
+    expect(refused.stderr).toContain('run `gantry serve` once');
     expect(
       await inProcess('credits', 'grant', '--account', 'acme', '--amount', '1', '--config', configPath),
     ).toMatchObject({ code: 1 });

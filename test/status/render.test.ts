@@ -1,8 +1,14 @@
 /** The status page's renderings from a snapshot: hostile text stays text, the feed stays well-formed XML. */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { describe, expect, it } from 'vitest';
-import { changeId, renderAtom, renderHtml, renderJson } from '../../src/status/render.js';
-import type { ChangeView, ComponentView, Snapshot } from '../../src/status/snapshot.js';
+import type { Incident } from '../../src/status/incidents.js';
+import { changeId, incidentEntryId, renderAtom, renderHtml, renderJson } from '../../src/status/render.js';
+import {
+  type ChangeView,
+  type ComponentView,
+  incidentTimeline,
+  type Snapshot,
+} from '../../src/status/snapshot.js';
 
 const HOSTILE = `</h3><img src=x onerror=alert(1)> "q" 'a' & ]]> \u0001\u001f`;
 const AT = Date.UTC(2026, 0, 10, 12);
@@ -45,8 +51,12 @@ const snapshot: Snapshot = {
   generatedAt: AT,
   historyAvailable: true,
   api: component('api', 'API', '1 of 1 models not operational'),
+  console: undefined,
   models: [component('evil/x', HOSTILE, HOSTILE)],
   changes: [change],
+  incidentsAvailable: true,
+  incidents: [],
+  names: new Map([['evil/x', HOSTILE]]),
 };
 
 describe('renderings', () => {
@@ -91,5 +101,100 @@ describe('renderings', () => {
     expect(renderHtml(missing)).toContain('The status history cannot be read right now');
     expect(renderHtml(snapshot)).not.toContain('cannot be read');
     expect(JSON.parse(renderJson(missing)).history_available).toBe(false);
+  });
+});
+
+describe('incidents in the renderings', () => {
+  const incident: Incident = {
+    id: 'inc_abc',
+    title: HOSTILE,
+    components: ['evil/x', 'console'],
+    impact: 'offline',
+    status: 'resolved',
+    source: 'manual',
+    openedAt: AT,
+    resolvedAt: AT + 2000,
+    updates: [
+      { at: AT, status: 'investigating', message: `opening ${HOSTILE}` },
+      { at: AT + 1000, status: 'monitoring', message: 'watching' },
+      { at: AT + 2000, status: 'resolved', message: 'done' },
+    ],
+  };
+  const open: Incident = {
+    ...incident,
+    id: 'inc_open',
+    title: 'Still open',
+    status: 'investigating',
+    resolvedAt: null,
+    updates: [incident.updates[0] as Incident['updates'][number]],
+  };
+  const withIncidents: Snapshot = {
+    ...snapshot,
+    incidents: [open, incident],
+    names: new Map([
+      ['evil/x', HOSTILE],
+      ['console', 'Console'],
+    ]),
+  };
+
+  it('the page lists open ones first, then resolved ones with their updates, all escaped', () => {
+    const html = renderHtml(withIncidents);
+    expect(html.indexOf('Still open')).toBeLessThan(html.indexOf('Recently resolved'));
+    expect(html.indexOf('Recently resolved')).toBeLessThan(html.indexOf('watching'));
+    expect(html).not.toContain('<img');
+    expect(html).toContain('&lt;/h3&gt;&lt;img src=x');
+    expect(renderHtml(snapshot)).toContain('No open incidents.');
+  });
+
+  it('the feed has one entry per update, parsed back with stable ids, before the status changes', () => {
+    const xml = renderAtom(withIncidents, 'http://status.example', 0);
+    expect(XMLValidator.validate(xml)).toBe(true);
+    const feed = new XMLParser({
+      ignoreAttributes: false,
+      processEntities: true,
+      htmlEntities: true,
+      isArray: (n) => n === 'entry',
+    }).parse(xml).feed as {
+      updated: string;
+      entry: Array<{ id: string; title: string }>;
+    };
+    const clean = HOSTILE.replaceAll('\u0001', '').replaceAll('\u001f', '').trim();
+    expect(feed.entry.map((e) => e.title)).toEqual([
+      `Incident resolved: ${clean}`,
+      `Incident updated: ${clean}`,
+      `Incident opened: ${clean}`,
+      'Incident opened: Still open',
+      `${clean} : Offline`,
+    ]);
+    expect(feed.entry[0]?.id).toBe(incidentEntryId('inc_abc', 2));
+    expect(feed.entry[3]?.id).toBe(incidentEntryId('inc_open', 0));
+    expect(incidentEntryId('inc_abc', 0)).not.toBe(incidentEntryId('inc_open', 0));
+    expect(feed.updated).toBe(new Date(AT + 2000).toISOString());
+    const json = JSON.parse(renderJson(withIncidents)) as {
+      incidents: Array<{ id: string; resolved_at: string | null }>;
+    };
+    expect(json.incidents.map((i) => [i.id, i.resolved_at])).toEqual([
+      ['inc_open', null],
+      ['inc_abc', new Date(AT + 2000).toISOString()],
+    ]);
+  });
+
+  it("a component's timeline from incidents: the worst impact of those open at each moment", () => {
+    const t = incidentTimeline(
+      [
+        { ...incident, impact: 'maintenance', openedAt: AT + 10, resolvedAt: AT + 50 },
+        { ...incident, impact: 'offline', openedAt: AT + 20, resolvedAt: AT + 30 },
+        { ...open, impact: 'degraded', openedAt: AT - 100 },
+      ],
+      AT,
+    );
+    expect(t).toEqual({
+      initial: 'degraded',
+      start: AT,
+      changes: [
+        { at: AT + 20, to: 'offline' },
+        { at: AT + 30, to: 'degraded' },
+      ],
+    });
   });
 });
