@@ -329,6 +329,38 @@ describe('console in a browser', { timeout: 60_000 }, () => {
     await expectNoSecret();
   });
 
+  it('lets an operator override a model status and open, update and resolve an incident', async () => {
+    await page.getByRole('link', { name: 'Models' }).click();
+    const row = page.locator('table.models tr[data-model="gantry/local-image"]');
+    await row.waitFor();
+    await row.getByLabel('New status').selectOption('degraded');
+    await row.getByLabel('Reason').fill('slow renders');
+    await row.getByRole('button', { name: 'Set' }).click();
+    await expect.poll(() => row.locator('.status').textContent()).toBe('degraded');
+    const seen = (await (await call('/v1/models/gantry/local-image', g.key)).json()) as { status: string };
+    expect(seen.status).toBe('degraded');
+    await row.getByRole('button', { name: 'Clear' }).click();
+    await expect.poll(() => row.locator('.status').textContent()).toBe('operational');
+
+    await page.getByRole('link', { name: 'Incidents' }).click();
+    await page.getByText('Open an incident').click();
+    await page.getByLabel('Title').fill('Slow image renders');
+    await page.getByRole('checkbox', { name: 'gantry/local-image' }).check();
+    await page.getByLabel('Message', { exact: true }).fill('Looking into it.');
+    await page.getByRole('button', { name: 'Open incident' }).click();
+    const incident = page.getByRole('article', { name: 'Slow image renders' });
+    await incident.waitFor();
+    await incident.getByLabel('Status').selectOption('monitoring');
+    await incident.getByLabel('Message').fill('A fix is out.');
+    await incident.getByRole('button', { name: 'Post update' }).click();
+    await incident.getByText('A fix is out.').waitFor();
+    await b.shot('incidents');
+    await incident.getByRole('button', { name: 'Resolve' }).click();
+    await expect.poll(() => incident.locator('.status').textContent()).toBe('resolved');
+    const status = await (await fetch(`${g.origin}/status.json`)).text();
+    expect(status).toContain('Slow image renders');
+  });
+
   it('ran every page without a script error or a CSP violation', () => {
     expect(problems).toEqual([]);
   });
