@@ -2,6 +2,8 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef } from 'preact/hooks';
 
+const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]:not([tabindex="-1"])';
+
 /**
  * A modal on the native <dialog>: showModal() makes the rest of the page inert (focus stays inside) and
  * Escape cancels it; focus goes back to what had it before the dialog opened.
@@ -20,9 +22,28 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
       event.preventDefault();
       onClose.current();
     };
+    // The modal makes the page inert, but Tab would still leave for the browser's own controls: wrap it.
+    const trap = (event: KeyboardEvent) => {
+      if (event.key !== 'Tab') return;
+      const focusable = [...dialog.querySelectorAll<HTMLElement>(FOCUSABLE)].filter(
+        (el) => !el.hasAttribute('disabled') && el.getClientRects().length > 0,
+      );
+      const first = focusable[0];
+      const last = focusable[focusable.length - 1];
+      if (!first || !last) return;
+      if (event.shiftKey && document.activeElement === first) {
+        event.preventDefault();
+        last.focus();
+      } else if (!event.shiftKey && document.activeElement === last) {
+        event.preventDefault();
+        first.focus();
+      }
+    };
     dialog.addEventListener('cancel', cancel);
+    dialog.addEventListener('keydown', trap);
     return () => {
       dialog.removeEventListener('cancel', cancel);
+      dialog.removeEventListener('keydown', trap);
       if (dialog.open) dialog.close();
       if (before?.isConnected) before.focus();
     };

@@ -107,6 +107,21 @@ describe('console in a browser', { timeout: 60_000 }, () => {
     await dialog.waitFor();
     // The modal takes the focus (its first field).
     expect(await page.evaluate(() => document.activeElement?.id)).toBe('key-name');
+    // Tab and Shift+Tab stay within the dialog while it is open.
+    for (const key of [
+      'Tab',
+      'Tab',
+      'Tab',
+      'Tab',
+      'Shift+Tab',
+      'Shift+Tab',
+      'Shift+Tab',
+      'Shift+Tab',
+      'Shift+Tab',
+    ]) {
+      await page.keyboard.press(key);
+      expect(await page.evaluate(() => document.activeElement?.closest('dialog') !== null)).toBe(true);
+    }
     await page.keyboard.press('Escape');
     await dialog.waitFor({ state: 'detached' });
     expect(await page.evaluate(() => document.activeElement?.textContent?.trim())).toBe('Create key');
