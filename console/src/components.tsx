@@ -45,7 +45,15 @@ export function Dialog(props: { title: string; onClose: () => void; children: Co
       dialog.removeEventListener('cancel', cancel);
       dialog.removeEventListener('keydown', trap);
       if (dialog.open) dialog.close();
-      if (before?.isConnected) before.focus();
+      if (!before?.isConnected) return;
+      before.focus();
+      // The dialog may leave the document only after this cleanup, and the browser then moves the focus
+      // of a removed element to the body: give it back once that is done.
+      setTimeout(() => {
+        if (before.isConnected && (document.activeElement === document.body || !document.activeElement)) {
+          before.focus();
+        }
+      }, 0);
     };
   }, []);
   return (

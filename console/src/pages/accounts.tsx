@@ -95,28 +95,30 @@ export function AccountsPage({ ctx }: { ctx: Ctx }) {
                 <td>{a.tier}</td>
                 <td>{a.status}</td>
                 <td>{when(a.created_at)}</td>
-                <td class="actions">
-                  <button
-                    type="button"
-                    onClick={() => {
-                      ctx.pickAccount({ id: a.id, name: a.name });
-                      navigate('/keys');
-                    }}
-                  >
-                    Open <span class="sr-only">{a.name}</span>
-                  </button>
-                  <button type="button" onClick={() => setGranting(a)}>
-                    Grant credits <span class="sr-only">to {a.name}</span>
-                  </button>
-                  {a.status === 'active' ? (
-                    <button type="button" class="danger" onClick={() => setStatus(a, 'suspended')}>
-                      Suspend <span class="sr-only">{a.name}</span>
+                <td>
+                  <div class="actions">
+                    <button
+                      type="button"
+                      onClick={() => {
+                        ctx.pickAccount({ id: a.id, name: a.name });
+                        navigate('/keys');
+                      }}
+                    >
+                      Open <span class="sr-only">{a.name}</span>
                     </button>
-                  ) : (
-                    <button type="button" onClick={() => setStatus(a, 'active')}>
-                      Reactivate <span class="sr-only">{a.name}</span>
+                    <button type="button" onClick={() => setGranting(a)}>
+                      Grant credits <span class="sr-only">to {a.name}</span>
                     </button>
-                  )}
+                    {a.status === 'active' ? (
+                      <button type="button" class="danger" onClick={() => setStatus(a, 'suspended')}>
+                        Suspend <span class="sr-only">{a.name}</span>
+                      </button>
+                    ) : (
+                      <button type="button" onClick={() => setStatus(a, 'active')}>
+                        Reactivate <span class="sr-only">{a.name}</span>
+                      </button>
+                    )}
+                  </div>
                 </td>
               </tr>
             ))}
