@@ -233,6 +233,20 @@ describe('console in a browser', { timeout: 60_000 }, () => {
     expect(api.source).toBe('web');
   });
 
+  it("plays the speech model's output in an audio player", async () => {
+    await page.goto('/console/models/gantry/local-speech');
+    await page.getByRole('heading', { name: 'Create a prediction' }).waitFor();
+    await page.getByLabel(/^Prompt/).fill('Hello from the console');
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.waitForURL(/\/console\/predictions\/[0-9a-f-]{36}$/);
+    const audio = page.locator('ul.outputs audio');
+    await audio.waitFor({ timeout: 45_000 });
+    expect(await audio.getAttribute('controls')).not.toBeNull();
+    // The browser read the file: it knows how long the speech lasts.
+    await poll(() => audio.evaluate((el) => (el as HTMLAudioElement).duration || 0)).toBeGreaterThan(0.3);
+    await b.shot('prediction-audio');
+  });
+
   it('lists predictions with filters, and opens one from the list', async () => {
     await page.getByRole('link', { name: 'Predictions' }).click();
     await page.getByLabel('Source').selectOption('web');
