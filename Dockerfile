@@ -4,6 +4,7 @@ WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY providers ./providers
+COPY console ./console
 COPY scripts/build.mjs ./scripts/
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev
 

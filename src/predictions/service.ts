@@ -216,7 +216,8 @@ export async function createPrediction(
     modelType: entry.type,
     status: 'starting',
     stream: request.stream === true,
-    source: 'api',
+    // A prediction made from the console's form (a session, not a key) is the web's.
+    source: principal.via === 'session' ? 'web' : 'api',
     privacy: 'private',
     input: sealed.input,
     secretFields: validator.secretFields.filter((f) => input[f] !== undefined && input[f] !== null),
