@@ -194,9 +194,10 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
         headers: { 'retry-after': '1' },
       });
     }
-    if ((request.url.startsWith('/v1/') || request.url === '/v1') && !request.url.startsWith(FILES_PATH)) {
-      if (request.url !== OPENAPI_PATH) request.principal = authenticateV1(gantry, request);
-    }
+    // The matched route decides (the router decodes the path: /%76%31/chat/completions is that route),
+    // else the raw path (an unknown /v1 route stays private).
+    const path = request.routeOptions.url ?? request.url;
+    if (needsKey(path) || needsKey(request.url)) request.principal = authenticateV1(gantry, request);
     const repeated = repeatedParameter(request.query);
     if (repeated) throw repeated;
     // A request without a body has none to parse whatever its Content-Type says: routes that take no
@@ -253,6 +254,15 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   });
 
   return { app, gantry, routes };
+}
+
+/** Every /v1 path needs a key, but the signed output-file links and the OpenAPI document. */
+function needsKey(path: string): boolean {
+  return (
+    (path.startsWith('/v1/') || path === '/v1') &&
+    !path.startsWith(FILES_PATH) &&
+    !path.startsWith(OPENAPI_PATH)
+  );
 }
 
 /**
