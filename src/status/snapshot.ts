@@ -142,14 +142,19 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
     if (list && from && to) list.push({ ...c, from, to });
   }
 
+  // Two timelines per model: as recorded (the feed's changes), and ending in the status shown now (the
+  // bars), which differ only when the history lags behind what is shown.
   const timelines: Timeline[] = [];
+  const shownTimelines: Timeline[] = [];
   const views: ComponentView[] = [];
   const changes: ChangeView[] = [];
   for (const m of models) {
     const mine = byModel.get(m.id) ?? [];
     const timeline = timelineOf(mine, m.status, start);
+    const shown = timelineOf(mine, m.status, start, now);
     timelines.push(timeline);
-    views.push({ ...m, uptime: windowsOf(timeline, now) });
+    shownTimelines.push(shown);
+    views.push({ ...m, uptime: windowsOf(shown, now) });
     // Oldest first, skipping a change to the status already held: in Redis mode several instances
     // record the same change, and the feed shows it once (the first instance that saw it).
     let held = timeline.initial;
@@ -212,7 +217,7 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
       name: 'API',
       status: current,
       reason: apiReasonOf(models.map((m) => m.status)),
-      uptime: windowsOf(apiTimeline, now),
+      uptime: windowsOf(combine(shownTimelines, start), now),
     },
     console: consoleView,
     models: views,
