@@ -5,6 +5,7 @@
  * API show the same way; an override changes /v1/models, the page, and refuses calls when offline. In
  * embedded mode (SQLite) and distributed mode (Redis, two instances → one incident).
  */
+import { parseFeed } from '@rowanmanning/feed-parser';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -304,6 +305,28 @@ describe('incidents, embedded mode (SQLite)', () => {
     expect(new Set(entries.map((e) => e.id)).size).toBe(3);
     const again = (await feed(g)).filter((e) => e.title.endsWith(body.title));
     expect(again.map((e) => e.id)).toEqual(entries.map((e) => e.id));
+
+    // A real feed reader's parser reads the same: the three entries with their titles, links and dates.
+    const parsed = parseFeed(await (await fetch(`${g.origin}/status/feed.atom`)).text());
+    expect(parsed.meta.type).toBe('atom');
+    expect(parsed.self).toBe(`${g.origin}/status/feed.atom`);
+    expect(parsed.url).toBe(`${g.origin}/status`);
+    const read = parsed.items.filter((i) => i.title?.endsWith(body.title));
+    expect(read.map((i) => i.title)).toEqual([
+      `Incident resolved: ${body.title}`,
+      `Incident updated: ${body.title}`,
+      `Incident opened: ${body.title}`,
+    ]);
+    expect(read.map((i) => i.id)).toEqual(entries.map((e) => e.id));
+    const times = [resolved.body.resolved_at, updated.body.updates[1]?.at, created.body.opened_at];
+    for (const [n, item] of read.entries()) {
+      expect(item.url).toBe(`${g.origin}/status`);
+      expect(item.updated?.toISOString()).toBe(times[n]);
+      expect(item.published?.toISOString()).toBe(times[n]);
+      expect(item.categories.map((c) => c.term)).toEqual(['incident', ['resolved', 'updated', 'opened'][n]]);
+    }
+    expect(read[0]?.content).toContain('Fixed.');
+    expect(read[1]?.content).toContain('A slow session store.');
 
     const audit = await g.gantry.plane.audit.list({});
     expect(audit.map((a) => a.action).filter((a) => a.startsWith('incident.'))).toEqual([
