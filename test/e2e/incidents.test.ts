@@ -415,6 +415,21 @@ describe('incidents, embedded mode (SQLite)', () => {
     );
     expect(prediction.status).toBe(403);
     expect(prediction.body.error).toMatchObject({ error_id: 'MODEL_NOT_ACTIVE', details: 'GPU swap' });
+    // A model serving only predictions is not monitored: the page shows its override, and no uptime.
+    const unmonitored = (await waitForStatus(g, 'the prediction model offline on the page', (s) =>
+      s.models.find((m) => m.id === 'gantry/local-image' && m.status === 'offline'),
+    )) as unknown as { monitored: boolean; reason: string; uptime: object };
+    expect(unmonitored).toMatchObject({ monitored: false, reason: 'GPU swap', uptime: {} });
+    const monitoredModel = (await statusJson(g)).models.find((m) => m.id === 'acme/other') as unknown as {
+      monitored: boolean;
+      uptime: Record<string, { uptime_percent: number }>;
+    };
+    expect(monitoredModel.monitored).toBe(true);
+    expect(monitoredModel.uptime['90d']?.uptime_percent).toBeGreaterThan(0);
+    const page = await (await fetch(`${g.origin}/status`)).text();
+    const section = page.slice(page.indexOf('<code>gantry/local-image</code>'));
+    expect(section.slice(0, section.indexOf('</section>'))).toContain('Not monitored');
+    expect(section.slice(0, section.indexOf('</section>'))).not.toContain('% uptime');
 
     const listed = await restCall<{ data: Array<{ id: string; override: unknown; visibility: string }> }>(
       g.origin,
