@@ -52,8 +52,11 @@ export class ModelRouting {
     readonly namespace: string,
     readonly settings: RoutingSettings,
     private readonly random: Random,
-    /** The config's `status`, shown (and recorded) in place of the derived one. */
-    readonly configured: { status: ModelStatus; reason: string | undefined } | undefined = undefined,
+    /**
+     * The catalogue's entry, read live: its `status` (from the config, or set by Gantry when it cannot
+     * serve the model) is shown, and recorded, in place of the derived one.
+     */
+    readonly configured: Pick<ModelEntry, 'status' | 'status_reason'> = {},
   ) {}
 
   /** The deployments in the order this call tries them (open ones are still listed; dispatch skips them). */
@@ -91,9 +94,7 @@ export class Routing {
     for (const entry of entries) {
       if (!entry.serves.includes('inference')) continue;
       const settings = entry.routing ?? buildRouting({}, undefined);
-      const configured =
-        entry.status === undefined ? undefined : { status: entry.status, reason: entry.status_reason };
-      const model = new ModelRouting(entry.namespace, settings, random, configured);
+      const model = new ModelRouting(entry.namespace, settings, random, entry);
       entry.routes.forEach((route, index) => {
         const labels = { model: entry.namespace, provider: route.provider, upstream_model: route.model };
         const state = gaugeChild(metrics.deploymentState, labels);
@@ -237,13 +238,9 @@ export class Routing {
     if (override !== undefined) {
       return { status: override.status, reason: `set by operator: ${override.reason}`, source: 'override' };
     }
-    if (model.configured !== undefined) {
-      const why = model.configured.reason;
-      return {
-        status: model.configured.status,
-        reason: why === undefined ? 'set in the configuration' : `set in the configuration: ${why}`,
-        source: 'config',
-      };
+    const { status, status_reason: why } = model.configured;
+    if (status !== undefined) {
+      return { status, reason: why ?? 'set in the configuration', source: 'config' };
     }
     return { status: derived.status, reason: derived.reason ?? 'deployments healthy', source: 'health' };
   }
