@@ -130,6 +130,8 @@ export function registerModelAdminRoutes(app: FastifyInstance, gantry: Gantry): 
         at: Date.now(),
       };
       await gantry.plane.overrides.set(model.entry.namespace, override);
+      // Recorded in the status history now (other instances within a second): the page's bars and feed.
+      gantry.routing.judgeAll();
       await gantry.plane.audit.record({
         actor: scope.actor,
         action: 'model.status.set',
@@ -156,6 +158,7 @@ export function registerModelAdminRoutes(app: FastifyInstance, gantry: Gantry): 
       requireOperator(scope);
       const model = modelOf(request.params);
       const had = await gantry.plane.overrides.clear(model.entry.namespace);
+      gantry.routing.judgeAll();
       await gantry.plane.audit.record({
         actor: scope.actor,
         action: 'model.status.clear',

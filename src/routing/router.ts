@@ -22,6 +22,11 @@ export interface RoutingLog {
   warn(obj: object, msg?: string): void;
 }
 
+/** An operator's status override (src/status/overrides.ts), as the routing reads it. */
+export interface ShownOverrides {
+  get(namespace: string): { status: ModelStatus; reason: string } | undefined;
+}
+
 export interface RoutingDeps {
   metrics: Metrics;
   history: StatusHistory;
@@ -47,6 +52,11 @@ export class ModelRouting {
     readonly namespace: string,
     readonly settings: RoutingSettings,
     private readonly random: Random,
+    /**
+     * The catalogue's entry, read live: its `status` (from the config, or set by Gantry when it cannot
+     * serve the model) is shown, and recorded, in place of the derived one.
+     */
+    readonly configured: Pick<ModelEntry, 'status' | 'status_reason'> = {},
   ) {}
 
   /** The deployments in the order this call tries them (open ones are still listed; dispatch skips them). */
@@ -72,6 +82,7 @@ export class Routing {
   private readonly probes: Probes | undefined;
   private readonly instance: string;
   private writes: Promise<void> = Promise.resolve();
+  private overrides: ShownOverrides | undefined;
 
   constructor(
     entries: readonly ModelEntry[],
@@ -83,7 +94,7 @@ export class Routing {
     for (const entry of entries) {
       if (!entry.serves.includes('inference')) continue;
       const settings = entry.routing ?? buildRouting({}, undefined);
-      const model = new ModelRouting(entry.namespace, settings, random);
+      const model = new ModelRouting(entry.namespace, settings, random, entry);
       entry.routes.forEach((route, index) => {
         const labels = { model: entry.namespace, provider: route.provider, upstream_model: route.model };
         const state = gaugeChild(metrics.deploymentState, labels);
@@ -121,6 +132,16 @@ export class Routing {
   /** The status derived from health (the config's `status`, an operator's override, is applied by the caller). */
   statusOf(namespace: string): DerivedStatus | undefined {
     return this.models.get(namespace)?.status;
+  }
+
+  /**
+   * The operators' overrides (set once the control plane is built): the history records the status the
+   * page shows, so an override's start and end are changes of their own, and the model's health under an
+   * override is not recorded as if it were shown.
+   */
+  useOverrides(overrides: ShownOverrides): void {
+    this.overrides = overrides;
+    this.judgeAll();
   }
 
   /** Judges every model's status again now (also done every second and on every breaker change). */
@@ -189,17 +210,39 @@ export class Routing {
         'model status changed',
       );
     }
-    if (model.changedByCooldown || next.status === model.recorded) return;
+    const shown = this.shownOf(model, next);
+    if (shown.status === model.recorded) return;
+    // A cooldown ending is not news, unless what is shown changed for another reason (an override).
+    if (shown.source === 'health' && model.changedByCooldown) return;
     const from = model.recorded;
-    model.recorded = next.status;
+    model.recorded = shown.status;
     this.record({
       at: Date.now(),
       model: model.namespace,
       deployment: undefined,
       from,
-      to: next.status,
-      reason: next.reason ?? 'deployments healthy',
+      to: shown.status,
+      reason: shown.reason,
     });
+  }
+
+  /**
+   * What the status page shows (as Catalog.statusOf): an override, else the config's status, else the
+   * derived one; the history records this. The config's status is thus recorded once at start.
+   */
+  private shownOf(
+    model: ModelRouting,
+    derived: DerivedStatus,
+  ): { status: ModelStatus; reason: string; source: 'override' | 'config' | 'health' } {
+    const override = this.overrides?.get(model.namespace);
+    if (override !== undefined) {
+      return { status: override.status, reason: `set by operator: ${override.reason}`, source: 'override' };
+    }
+    const { status, status_reason: why } = model.configured;
+    if (status !== undefined) {
+      return { status, reason: why ?? 'set in the configuration', source: 'config' };
+    }
+    return { status: derived.status, reason: derived.reason ?? 'deployments healthy', source: 'health' };
   }
 
   /** Written in order, one after the other; a failed write is logged, never thrown at a caller. */

@@ -156,6 +156,7 @@ export class AutoIncidents {
     try {
       await this.incidents.update(id, {
         impact: status as IncidentImpact,
+        impactChangeOnly: true,
         message: `${component} is now ${status}: ${reason ?? 'its deployments are unavailable'}.`,
       });
       w.impact = status as IncidentImpact;

@@ -16,12 +16,17 @@ export interface IncidentStore {
   get(id: string): Promise<Incident | undefined>;
   /** Newest opened first; `since`: open ones and those resolved at or after it. */
   list(query: { since?: number; limit?: number; open?: boolean }): Promise<Incident[]>;
-  /** Appends an update (and sets the status, and the impact if given) unless resolved. */
+  /**
+   * Appends an update (and sets the status, and the impact if given) unless resolved. With
+   * `impactChangeOnly`, nothing is appended (`unchanged`) when the incident already has that impact: the
+   * instances following one automatic incident each see the same change, and it is news only once.
+   */
   append(
     id: string,
     update: IncidentUpdate,
     impact?: IncidentImpact,
-  ): Promise<Incident | 'missing' | 'resolved'>;
+    impactChangeOnly?: boolean,
+  ): Promise<Incident | 'missing' | 'resolved' | 'unchanged'>;
   /** Resolves it with this update (status `resolved`) unless resolved already. */
   resolve(id: string, update: IncidentUpdate): Promise<Incident | 'missing' | 'resolved'>;
   close(): Promise<void>;

@@ -30,12 +30,14 @@ return false
 `;
 
 // KEYS: incident, open, resolved, then each component's auto key. ARGV: update json, impact or '',
-// '1' to resolve, id. Answers the incident's new JSON, or 'missing' / 'resolved'.
+// '1' to resolve, id, '1' to skip an update that would not change the impact. Answers the incident's
+// new JSON, or 'missing' / 'resolved' / 'unchanged'.
 const APPEND = `
 local data = redis.call('GET', KEYS[1])
 if not data then return 'missing' end
 local inc = cjson.decode(data)
 if inc.resolvedAt ~= cjson.null then return 'resolved' end
+if ARGV[5] == '1' and ARGV[2] ~= '' and inc.impact == ARGV[2] then return 'unchanged' end
 local u = cjson.decode(ARGV[1])
 table.insert(inc.updates, u)
 inc.status = u.status
@@ -110,12 +112,13 @@ export class RedisIncidentStore implements IncidentStore {
     id: string,
     update: IncidentUpdate,
     impact?: IncidentImpact,
-  ): Promise<Incident | 'missing' | 'resolved'> {
-    return this.change(id, update, impact, false);
+    impactChangeOnly = false,
+  ): Promise<Incident | 'missing' | 'resolved' | 'unchanged'> {
+    return this.change(id, update, impact, false, impactChangeOnly);
   }
 
   resolve(id: string, update: IncidentUpdate): Promise<Incident | 'missing' | 'resolved'> {
-    return this.change(id, update, undefined, true);
+    return this.change(id, update, undefined, true, false) as Promise<Incident | 'missing' | 'resolved'>;
   }
 
   async close(): Promise<void> {}
@@ -125,13 +128,20 @@ export class RedisIncidentStore implements IncidentStore {
     update: IncidentUpdate,
     impact: IncidentImpact | undefined,
     resolve: boolean,
-  ): Promise<Incident | 'missing' | 'resolved'> {
+    impactChangeOnly: boolean,
+  ): Promise<Incident | 'missing' | 'resolved' | 'unchanged'> {
     const current = await this.get(id);
     if (current === undefined) return 'missing';
     const keys = [incidentKey(id), OPEN, RESOLVED, ...current.components.map(autoKey)];
-    const args = [JSON.stringify(update), impact ?? '', resolve ? '1' : '0', id];
+    const args = [
+      JSON.stringify(update),
+      impact ?? '',
+      resolve ? '1' : '0',
+      id,
+      impactChangeOnly ? '1' : '0',
+    ];
     const out = (await this.redis.eval(APPEND, keys.length, ...keys, ...args)) as string;
-    if (out === 'missing' || out === 'resolved') return out;
+    if (out === 'missing' || out === 'resolved' || out === 'unchanged') return out;
     return parse(out);
   }
 }

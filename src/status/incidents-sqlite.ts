@@ -83,11 +83,18 @@ export class SqliteIncidentStore implements IncidentStore {
       'UPDATE incidents SET status = ?, impact = ?, resolved_at = ?, updates = ? WHERE id = ?',
     );
     this.appendTx = db.transaction(
-      (id: string, update: IncidentUpdate, impact: IncidentImpact | undefined, resolve: boolean) => {
+      (
+        id: string,
+        update: IncidentUpdate,
+        impact: IncidentImpact | undefined,
+        resolve: boolean,
+        impactChangeOnly: boolean,
+      ) => {
         const row = this.byId.get(id) as Row | undefined;
         if (row === undefined) return 'missing' as const;
         const incident = fromRow(row);
         if (incident.resolvedAt !== null) return 'resolved' as const;
+        if (impactChangeOnly && impact === incident.impact) return 'unchanged' as const;
         incident.updates.push(update);
         incident.status = update.status;
         if (impact !== undefined) incident.impact = impact;
@@ -148,12 +155,13 @@ export class SqliteIncidentStore implements IncidentStore {
     id: string,
     update: IncidentUpdate,
     impact?: IncidentImpact,
-  ): Promise<Incident | 'missing' | 'resolved'> {
-    return this.appendTx(id, update, impact, false);
+    impactChangeOnly = false,
+  ): Promise<Incident | 'missing' | 'resolved' | 'unchanged'> {
+    return this.appendTx(id, update, impact, false, impactChangeOnly);
   }
 
   async resolve(id: string, update: IncidentUpdate): Promise<Incident | 'missing' | 'resolved'> {
-    return this.appendTx(id, update, undefined, true);
+    return this.appendTx(id, update, undefined, true, false) as Incident | 'missing' | 'resolved';
   }
 
   async close(): Promise<void> {}

@@ -62,6 +62,11 @@ export interface UpdateInput {
   message: string;
   /** Automatic incidents follow their model between degraded and offline. */
   impact?: IncidentImpact;
+  /**
+   * Only an impact change is news (automatic incidents): when the incident has this impact already (another
+   * instance saw the same change first), nothing is appended and no event is emitted.
+   */
+  impactChangeOnly?: boolean;
 }
 
 export interface Incidents {
@@ -147,7 +152,8 @@ export class IncidentService implements Incidents {
       status: input.status ?? current.status,
       message: input.message,
     };
-    const done = await this.store.append(id, update, input.impact);
+    const done = await this.store.append(id, update, input.impact, input.impactChangeOnly === true);
+    if (done === 'unchanged') return (await this.store.get(id)) ?? current;
     const incident = this.applied(id, done);
     this.emit('updated', incident);
     return incident;

@@ -3,7 +3,7 @@
  * its unsubscribe link in the body and in `List-Unsubscribe`, with `List-Unsubscribe-Post` so mail
  * clients can unsubscribe with one click (RFC 8058: a POST to the link, no page in between).
  */
-import type { IncidentEvent, IncidentStatus } from './incidents.js';
+import type { IncidentEvent, IncidentImpact, IncidentStatus } from './incidents.js';
 import type { OutgoingMail } from './mailer.js';
 import { escapeMarkup } from './render.js';
 
@@ -84,6 +84,12 @@ const STATUS_LABEL: Record<IncidentStatus, string> = {
   resolved: 'Resolved',
 };
 
+const IMPACT_LABEL: Record<IncidentImpact, string> = {
+  degraded: 'Degraded',
+  offline: 'Offline',
+  maintenance: 'Maintenance',
+};
+
 const KIND_LABEL: Record<IncidentEvent['kind'], string> = {
   opened: 'New incident',
   updated: 'Incident update',
@@ -94,6 +100,7 @@ export function incidentMail(to: string, event: IncidentEvent, links: MailLinks)
   const { incident } = event;
   const latest = incident.updates.at(-1);
   const status = STATUS_LABEL[incident.status] ?? incident.status;
+  const impact = IMPACT_LABEL[incident.impact] ?? incident.impact;
   const title = oneLine(incident.title);
   const subject = `[${status}] ${title}`;
   const statusPage = `${links.origin}/status`;
@@ -104,7 +111,7 @@ export function incidentMail(to: string, event: IncidentEvent, links: MailLinks)
     `${KIND_LABEL[event.kind]}: ${title}`,
     '',
     `Status: ${status}`,
-    `Impact: ${incident.impact}`,
+    `Impact: ${impact}`,
     `Affected: ${components}`,
     `Opened: ${new Date(incident.openedAt).toISOString()}`,
     ...(incident.resolvedAt === null ? [] : [`Resolved: ${new Date(incident.resolvedAt).toISOString()}`]),
@@ -121,7 +128,7 @@ export function incidentMail(to: string, event: IncidentEvent, links: MailLinks)
     `<h1 style="font-size:1.3rem">${escapeMarkup(KIND_LABEL[event.kind])}: ${escapeMarkup(title)}</h1>`,
     '<table>',
     `<tr><th scope="row" align="left">Status</th><td>${escapeMarkup(status)}</td></tr>`,
-    `<tr><th scope="row" align="left">Impact</th><td>${escapeMarkup(incident.impact)}</td></tr>`,
+    `<tr><th scope="row" align="left">Impact</th><td>${escapeMarkup(impact)}</td></tr>`,
     `<tr><th scope="row" align="left">Affected</th><td>${escapeMarkup(components)}</td></tr>`,
     '</table>',
     latest

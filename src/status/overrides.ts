@@ -152,5 +152,7 @@ export function createModelOverrides(deps: PlaneDeps): ModelOverrides {
   // The catalogue answers every model's status (the /v1 routes, predictions and the status page read it
   // there), so it is handed the overrides as soon as they exist.
   deps.catalog.useOverrides(overrides);
+  // The status history records what is shown: an override set or cleared is a change of the model's.
+  deps.routing.useOverrides(overrides);
   return overrides;
 }

@@ -115,6 +115,11 @@ function component(c: ComponentView, headingId: string, heading: 'h2' | 'h3'): s
     `<span class="badge">${LABEL[c.status]}</span></div>`,
     c.reason === null ? '' : `<p class="reason">${text(c.reason)}</p>`,
   ];
+  if (!c.monitored) {
+    parts.push(
+      '<p class="reason">Not monitored: this status is set by the operator; no uptime is measured.</p>',
+    );
+  }
   for (const [key, w] of Object.entries(c.uptime)) parts.push(windowHtml(c, key, w));
   parts.push('</section>');
   return parts.join('');

@@ -36,6 +36,11 @@ export interface ComponentView {
   name: string;
   status: Status;
   reason: string | null;
+  /**
+   * False for a model whose health Gantry does not judge (it serves only predictions): its status is the
+   * configured one or an override, and it has no uptime windows (`uptime` is empty) nor automatic incidents.
+   */
+  monitored: boolean;
   uptime: Record<string, WindowView>;
 }
 
@@ -84,6 +89,7 @@ interface PublicModel {
   name: string;
   status: Status;
   reason: string | null;
+  monitored: boolean;
 }
 
 /**
@@ -97,7 +103,15 @@ function publicModels(gantry: Gantry): PublicModel[] {
     if (entry.accounts !== undefined) continue;
     const shown = gantry.catalog.statusOf(entry, gantry.routing.statusOf(entry.namespace));
     const status = asStatus(shown.status) ?? 'operational';
-    out.push({ id: entry.namespace, name: entry.name ?? entry.namespace, status, reason: shown.reason });
+    // Only models served by inference have their health judged (and their status recorded).
+    const monitored = gantry.routing.of(entry.namespace) !== undefined;
+    out.push({
+      id: entry.namespace,
+      name: entry.name ?? entry.namespace,
+      status,
+      reason: shown.reason,
+      monitored,
+    });
   }
   return out;
 }
@@ -142,14 +156,23 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
     if (list && from && to) list.push({ ...c, from, to });
   }
 
+  // Two timelines per model: as recorded (the feed's changes), and ending in the status shown now (the
+  // bars), which differ only when the history lags behind what is shown.
   const timelines: Timeline[] = [];
+  const shownTimelines: Timeline[] = [];
   const views: ComponentView[] = [];
   const changes: ChangeView[] = [];
   for (const m of models) {
+    if (!m.monitored) {
+      views.push({ ...m, uptime: {} });
+      continue;
+    }
     const mine = byModel.get(m.id) ?? [];
     const timeline = timelineOf(mine, m.status, start);
+    const shown = timelineOf(mine, m.status, start, now);
     timelines.push(timeline);
-    views.push({ ...m, uptime: windowsOf(timeline, now) });
+    shownTimelines.push(shown);
+    views.push({ ...m, uptime: windowsOf(shown, now) });
     // Oldest first, skipping a change to the status already held: in Redis mode several instances
     // record the same change, and the feed shows it once (the first instance that saw it).
     let held = timeline.initial;
@@ -200,6 +223,7 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
       name: 'Console',
       status,
       reason: open[0]?.title ?? null,
+      monitored: true,
       uptime: windowsOf(incidentTimeline(mine, start), now),
     };
   }
@@ -212,7 +236,8 @@ export async function takeSnapshot(gantry: Gantry, now = Date.now()): Promise<Sn
       name: 'API',
       status: current,
       reason: apiReasonOf(models.map((m) => m.status)),
-      uptime: windowsOf(apiTimeline, now),
+      monitored: true,
+      uptime: windowsOf(combine(shownTimelines, start), now),
     },
     console: consoleView,
     models: views,

@@ -62,14 +62,18 @@ export function windowStart(spec: WindowSpec, now: number): number {
 /**
  * The timeline of one component over [start, now] from its changes (any order, any age): the status
  * at `start` is the `to` of the last change before it, else the `from` of the first change after it
- * (time before the first record counts as the status it started from), else `current`.
+ * (time before the first record counts as the status it started from), else `current`. It ends in
+ * `current`, the status shown now: when the history says otherwise (a change not recorded yet, or lost),
+ * a change to `current` at `now` is added, which takes no time (no uptime is made up) but colours the
+ * last bar (see buckets).
  */
 export function timelineOf(
   changes: ReadonlyArray<{ at: number; from: Status; to: Status }>,
   current: Status,
   start: number,
+  now?: number,
 ): Timeline {
-  const sorted = [...changes].sort((x, y) => x.at - y.at);
+  const sorted = [...changes].filter((c) => now === undefined || c.at <= now).sort((x, y) => x.at - y.at);
   let initial: Status | undefined;
   const after: Array<{ at: number; to: Status }> = [];
   for (const c of sorted) {
@@ -77,10 +81,21 @@ export function timelineOf(
     else after.push({ at: c.at, to: c.to });
   }
   if (initial === undefined) initial = sorted.find((c) => c.at >= start)?.from ?? current;
+  const last = after.at(-1)?.to ?? initial;
+  if (now !== undefined && last !== current) after.push({ at: Math.max(now, start), to: current });
   return { initial, start, changes: after };
 }
 
-/** The buckets of one window over the timeline, oldest first; a bucket's time ends at `now` at most. */
+/** The status after every change of the timeline: the one it ends in. */
+export function finalStatus(timeline: Timeline): Status {
+  return timeline.changes.at(-1)?.to ?? timeline.initial;
+}
+
+/**
+ * The buckets of one window over the timeline, oldest first; a bucket's time ends at `now` at most. The
+ * last bar's colour is also at least the status the timeline ends in (the one shown now), even if it
+ * has held no time yet.
+ */
 export function buckets(timeline: Timeline, spec: WindowSpec, now: number): Bucket[] {
   const out: Bucket[] = [];
   const first = windowStart(spec, now);
@@ -88,6 +103,8 @@ export function buckets(timeline: Timeline, spec: WindowSpec, now: number): Buck
     const start = first + i * spec.bucketMs;
     out.push(bucketOf(timeline, start, Math.min(start + spec.bucketMs, now)));
   }
+  const last = out.at(-1);
+  if (last !== undefined) last.status = worst(last.status, finalStatus(timeline));
   return out;
 }
 

@@ -5,6 +5,7 @@
  * API show the same way; an override changes /v1/models, the page, and refuses calls when offline. In
  * embedded mode (SQLite) and distributed mode (Redis, two instances → one incident).
  */
+import { parseFeed } from '@rowanmanning/feed-parser';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -305,6 +306,28 @@ describe('incidents, embedded mode (SQLite)', () => {
     const again = (await feed(g)).filter((e) => e.title.endsWith(body.title));
     expect(again.map((e) => e.id)).toEqual(entries.map((e) => e.id));
 
+    // A real feed reader's parser reads the same: the three entries with their titles, links and dates.
+    const parsed = parseFeed(await (await fetch(`${g.origin}/status/feed.atom`)).text());
+    expect(parsed.meta.type).toBe('atom');
+    expect(parsed.self).toBe(`${g.origin}/status/feed.atom`);
+    expect(parsed.url).toBe(`${g.origin}/status`);
+    const read = parsed.items.filter((i) => i.title?.endsWith(body.title));
+    expect(read.map((i) => i.title)).toEqual([
+      `Incident resolved: ${body.title}`,
+      `Incident updated: ${body.title}`,
+      `Incident opened: ${body.title}`,
+    ]);
+    expect(read.map((i) => i.id)).toEqual(entries.map((e) => e.id));
+    const times = [resolved.body.resolved_at, updated.body.updates[1]?.at, created.body.opened_at];
+    for (const [n, item] of read.entries()) {
+      expect(item.url).toBe(`${g.origin}/status`);
+      expect(item.updated?.toISOString()).toBe(times[n]);
+      expect(item.published?.toISOString()).toBe(times[n]);
+      expect(item.categories.map((c) => c.term)).toEqual(['incident', ['resolved', 'updated', 'opened'][n]]);
+    }
+    expect(read[0]?.content).toContain('Fixed.');
+    expect(read[1]?.content).toContain('A slow session store.');
+
     const audit = await g.gantry.plane.audit.list({});
     expect(audit.map((a) => a.action).filter((a) => a.startsWith('incident.'))).toEqual([
       'incident.resolve',
@@ -392,6 +415,21 @@ describe('incidents, embedded mode (SQLite)', () => {
     );
     expect(prediction.status).toBe(403);
     expect(prediction.body.error).toMatchObject({ error_id: 'MODEL_NOT_ACTIVE', details: 'GPU swap' });
+    // A model serving only predictions is not monitored: the page shows its override, and no uptime.
+    const unmonitored = (await waitForStatus(g, 'the prediction model offline on the page', (s) =>
+      s.models.find((m) => m.id === 'gantry/local-image' && m.status === 'offline'),
+    )) as unknown as { monitored: boolean; reason: string; uptime: object };
+    expect(unmonitored).toMatchObject({ monitored: false, reason: 'GPU swap', uptime: {} });
+    const monitoredModel = (await statusJson(g)).models.find((m) => m.id === 'acme/other') as unknown as {
+      monitored: boolean;
+      uptime: Record<string, { uptime_percent: number }>;
+    };
+    expect(monitoredModel.monitored).toBe(true);
+    expect(monitoredModel.uptime['90d']?.uptime_percent).toBeGreaterThan(0);
+    const page = await (await fetch(`${g.origin}/status`)).text();
+    const section = page.slice(page.indexOf('<code>gantry/local-image</code>'));
+    expect(section.slice(0, section.indexOf('</section>'))).toContain('Not monitored');
+    expect(section.slice(0, section.indexOf('</section>'))).not.toContain('% uptime');
 
     const listed = await restCall<{ data: Array<{ id: string; override: unknown; visibility: string }> }>(
       g.origin,

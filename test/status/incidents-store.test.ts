@@ -154,6 +154,48 @@ for (const [mode, harnessOf, available] of modes) {
       expect((await store.get(a.id))?.updates).toHaveLength(3);
     });
 
+    it('an impact-only update equal to the current impact is skipped, even from two instances at once', async () => {
+      const [one, two] = await harness.make();
+      const a = incident();
+      await one.create(a, 'gantry/x');
+      // Both instances saw the model go from offline to degraded: the change is appended once.
+      const results = await Promise.all([
+        one.append(a.id, { at: T0 + 1, status: 'investigating', message: 'now degraded' }, 'degraded', true),
+        two.append(a.id, { at: T0 + 2, status: 'investigating', message: 'now degraded' }, 'degraded', true),
+      ]);
+      expect(results.filter((r) => r === 'unchanged')).toHaveLength(1);
+      expect(results.find((r) => r !== 'unchanged')).toMatchObject({ impact: 'degraded' });
+      // Already offline: nothing to say.
+      const b = incident({ components: ['gantry/y'] });
+      await one.create(b, 'gantry/y');
+      expect(
+        await two.append(b.id, { at: T0 + 3, status: 'investigating', message: 'x' }, 'offline', true),
+      ).toBe('unchanged');
+      expect((await one.get(b.id))?.updates).toHaveLength(1);
+      // Without the flag an operator's update is kept even with the same impact.
+      expect(
+        await one.append(b.id, { at: T0 + 4, status: 'identified', message: 'y' }, 'offline'),
+      ).toMatchObject({
+        status: 'identified',
+      });
+      expect((await one.get(a.id))?.updates.map((u) => u.message)).toEqual([
+        'first / "quoted" é',
+        'now degraded',
+      ]);
+
+      // Two services (two instances): one event for the change, none for the repeat.
+      const events: string[] = [];
+      const services = [new IncidentService(one, silent), new IncidentService(two, silent)];
+      for (const s of services) s.onEvent((e) => events.push(`${e.kind}:${e.incident.impact}`));
+      await Promise.all(
+        services.map((s) =>
+          s.update(a.id, { impact: 'offline', impactChangeOnly: true, message: 'offline again' }),
+        ),
+      );
+      expect(events).toEqual(['updated:offline']);
+      expect((await one.get(a.id))?.updates).toHaveLength(3);
+    });
+
     it('lists open ones only, or open ones and those resolved since a time', async () => {
       const [store] = await harness.make();
       const old = incident({ source: 'manual', openedAt: T0 - 10_000 });

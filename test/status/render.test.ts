@@ -19,6 +19,7 @@ function component(id: string, name: string, reason: string | null): ComponentVi
     name,
     status: reason === null ? 'operational' : 'offline',
     reason,
+    monitored: true,
     uptime: {
       '24h': {
         bucket_seconds: 3600,

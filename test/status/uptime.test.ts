@@ -61,6 +61,26 @@ describe('timelineOf', () => {
   });
 });
 
+describe('timelineOf, given now: it ends in the status shown now', () => {
+  it('a history that lags behind what is shown colours the last bar, makes up no uptime, keeps the past', () => {
+    // Recorded: offline 10:10–10:20. Shown now: offline again, not recorded yet.
+    const changes: C[] = [
+      { at: START + 10 * MIN, from: 'operational', to: 'offline' },
+      { at: START + 20 * MIN, from: 'offline', to: 'operational' },
+    ];
+    const t = timelineOf(changes, 'offline', START, NOW);
+    expect(t.changes.at(-1)).toEqual({ at: NOW, to: 'offline' });
+    const list = buckets(t, HOURLY, NOW);
+    expect(list.map((b) => b.status)).toEqual(['offline', 'operational', 'offline']);
+    expect(list.at(-1)?.uptime).toBe(100);
+    expect(list[0]?.ms.offline).toBe(10 * MIN);
+    // Agreeing with the history: nothing added.
+    expect(timelineOf(changes, 'operational', START, NOW).changes).toHaveLength(2);
+    // No record at all: the shown status throughout, as before.
+    expect(timelineOf([], 'offline', START, NOW)).toEqual({ initial: 'offline', start: START, changes: [] });
+  });
+});
+
 describe('buckets', () => {
   const tl = (initial: Status, changes: Array<[number, Status]>): Timeline => ({
     initial,
