@@ -24,6 +24,7 @@ import { INFERENCE_ROUTES } from './fast-path/routes.js';
 import { fastPathServerFactory } from './fast-path/server.js';
 import { checkJsonDepth } from './json-depth.js';
 import { loggerOptions } from './logger.js';
+import { schemasDocumentOnly } from './openapi/document-only.js';
 import { OPENAPI_PATH } from './openapi/path.js';
 import { registerOpenApi } from './openapi/routes.js';
 import { healthSchema } from './openapi/schemas/status.js';
@@ -161,10 +162,7 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
     });
   });
   installErrorHandling(app);
-  // Route schemas document the API (the OpenAPI document at /v1/openapi.json is built from them); handlers
-  // check their input themselves, with the catalogue's errors, and answers are serialized as they are.
-  app.setValidatorCompiler(() => () => true);
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  schemasDocumentOnly(app);
   // Every route and method, for the fuzz command (scripts/fuzz.ts).
   const routes: Array<{ method: string; url: string }> = [];
   app.addHook('onRoute', (route) => {

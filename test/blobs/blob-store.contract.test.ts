@@ -9,6 +9,7 @@ import { LocalDiskBlobStore } from '../../src/blobs/local.js';
 import { registerBlobRoutes } from '../../src/blobs/routes.js';
 import { S3BlobStore } from '../../src/blobs/s3.js';
 import type { BlobStore } from '../../src/blobs/types.js';
+import { schemasDocumentOnly } from '../../src/openapi/document-only.js';
 import { startFakeS3 } from '../helpers/fake-s3.js';
 
 /** A store under test whose URLs can be fetched over real HTTP. */
@@ -35,6 +36,7 @@ function localHarness(): Harness {
       const store = new LocalDiskBlobStore(dir, { secret: SECRET, publicUrl: () => origin });
       // Close keep-alive sockets too: a client can read the last byte before the server marks it idle.
       const app = Fastify({ logger: false, forceCloseConnections: true });
+      schemasDocumentOnly(app);
       registerBlobRoutes(app, { store, secret: SECRET });
       await app.listen({ host: '127.0.0.1', port: 0 });
       const { port } = app.server.address() as AddressInfo;

@@ -10,6 +10,7 @@ import { LocalDiskBlobStore } from '../../src/blobs/local.js';
 import { parseByteRange, registerBlobRoutes } from '../../src/blobs/routes.js';
 import { blobSignature } from '../../src/blobs/signed-url.js';
 import type { BlobReader } from '../../src/blobs/types.js';
+import { schemasDocumentOnly } from '../../src/openapi/document-only.js';
 
 const SECRET = 'route-tests-secret-0123456789abcdef';
 /** A pinned clock, so Cache-Control and expiry are exact. */
@@ -26,6 +27,7 @@ interface Server {
 async function startServer(store: BlobReader): Promise<Server> {
   // Close keep-alive sockets too: a client can read the last byte before the server marks it idle.
   const app = Fastify({ logger: false, forceCloseConnections: true });
+  schemasDocumentOnly(app);
   registerBlobRoutes(app, { store, secret: SECRET, now: () => NOW_SECONDS * 1000 });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;
