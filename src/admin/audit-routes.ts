@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import { DEFAULT_AUDIT_LIMIT } from './audit.js';
-import { invalidParameter, readLimit, readQueryString, routeSchema } from './records.js';
+import { invalidParameter, listSchema, readLimit, readQueryString, routeSchema } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 
 const MAX_LIMIT = 500;
@@ -27,26 +27,18 @@ export function registerAuditRoutes(app: FastifyInstance, gantry: Gantry): void 
           },
         },
         response: {
-          200: {
+          200: listSchema({
             type: 'object',
             properties: {
-              data: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  properties: {
-                    id: { type: 'string' },
-                    at: { type: 'string', format: 'date-time' },
-                    actor: { type: 'string', description: 'admin:<admin key name> or key:<API key id>' },
-                    action: { type: 'string' },
-                    account_id: { type: ['string', 'null'] },
-                    target: { type: 'string' },
-                    details: { type: 'object', additionalProperties: true },
-                  },
-                },
-              },
+              id: { type: 'string' },
+              at: { type: 'string', format: 'date-time' },
+              actor: { type: 'string', description: 'admin:<admin key name> or key:<API key id>' },
+              action: { type: 'string' },
+              account_id: { type: ['string', 'null'] },
+              target: { type: 'string' },
+              details: { type: 'object', additionalProperties: true },
             },
-          },
+          }),
         },
       }),
     },

@@ -10,6 +10,7 @@ import {
   balanceOf,
   bodyOf,
   invalidParameter,
+  listSchema,
   readLimit,
   routeSchema,
   visibleAccount,
@@ -108,24 +109,16 @@ export function registerCreditRoutes(app: FastifyInstance, gantry: Gantry): void
           properties: { limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 } },
         },
         response: {
-          200: {
+          200: listSchema({
             type: 'object',
             properties: {
-              data: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  properties: {
-                    at: { type: 'string', format: 'date-time' },
-                    amount: { type: 'number' },
-                    kind: { type: 'string', enum: ['grant', 'debit'] },
-                    note: { type: ['string', 'null'] },
-                    balance_after: { type: ['number', 'null'] },
-                  },
-                },
-              },
+              at: { type: 'string', format: 'date-time' },
+              amount: { type: 'number' },
+              kind: { type: 'string', enum: ['grant', 'debit'] },
+              note: { type: ['string', 'null'] },
+              balance_after: { type: ['number', 'null'] },
             },
-          },
+          }),
         },
       }),
     },

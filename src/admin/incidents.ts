@@ -8,7 +8,7 @@ import { GantryError } from '../errors.js';
 import { INCIDENT_SCHEMA, incidentView } from '../status/incident-view.js';
 import { INCIDENT_IMPACTS, type IncidentImpact, type IncidentStatus } from '../status/incidents.js';
 import { API_ID, CONSOLE_ID } from '../status/snapshot.js';
-import { invalidParameter } from './records.js';
+import { audit, invalidParameter } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import { requireOperator } from './scope.js';
 
@@ -168,8 +168,7 @@ export function registerIncidentRoutes(app: FastifyInstance, gantry: Gantry): vo
         ...(status === undefined ? {} : { status }),
         message,
       });
-      await gantry.plane.audit.record({
-        actor: scope.actor,
+      await audit(gantry, request, scope, {
         action: 'incident.open',
         accountId: null,
         target: incident.id,
@@ -205,8 +204,7 @@ export function registerIncidentRoutes(app: FastifyInstance, gantry: Gantry): vo
       const status: IncidentStatus | undefined = openStatus(body);
       const message = text(body, 'message', MAX_MESSAGE, true) as string;
       const incident = await incidents.update(id, { ...(status === undefined ? {} : { status }), message });
-      await gantry.plane.audit.record({
-        actor: scope.actor,
+      await audit(gantry, request, scope, {
         action: 'incident.update',
         accountId: null,
         target: id,
@@ -236,8 +234,7 @@ export function registerIncidentRoutes(app: FastifyInstance, gantry: Gantry): vo
       const { id } = request.params as { id: string };
       const message = text(bodyOf(request), 'message', MAX_MESSAGE, false);
       const incident = await incidents.resolve(id, message);
-      await gantry.plane.audit.record({
-        actor: scope.actor,
+      await audit(gantry, request, scope, {
         action: 'incident.resolve',
         accountId: null,
         target: id,

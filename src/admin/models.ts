@@ -7,7 +7,7 @@ import type { CatalogModel } from '../catalog.js';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import type { StatusOverride } from '../status/overrides.js';
-import { invalidParameter } from './records.js';
+import { audit, invalidParameter, listSchema } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import { requireOperator } from './scope.js';
 
@@ -82,7 +82,7 @@ export function registerModelAdminRoutes(app: FastifyInstance, gantry: Gantry): 
         summary:
           'List the models with their shown status and override (an owner sees those its account may use)',
         tags: ['admin'],
-        response: { 200: { type: 'object', properties: { data: { type: 'array', items: MODEL_SCHEMA } } } },
+        response: { 200: listSchema(MODEL_SCHEMA) },
       },
     },
     async (request) => {
@@ -132,8 +132,7 @@ export function registerModelAdminRoutes(app: FastifyInstance, gantry: Gantry): 
       await gantry.plane.overrides.set(model.entry.namespace, override);
       // Recorded in the status history now (other instances within a second): the page's bars and feed.
       gantry.routing.judgeAll();
-      await gantry.plane.audit.record({
-        actor: scope.actor,
+      await audit(gantry, request, scope, {
         action: 'model.status.set',
         accountId: null,
         target: model.entry.namespace,
@@ -159,8 +158,7 @@ export function registerModelAdminRoutes(app: FastifyInstance, gantry: Gantry): 
       const model = modelOf(request.params);
       const had = await gantry.plane.overrides.clear(model.entry.namespace);
       gantry.routing.judgeAll();
-      await gantry.plane.audit.record({
-        actor: scope.actor,
+      await audit(gantry, request, scope, {
         action: 'model.status.clear',
         accountId: null,
         target: model.entry.namespace,

@@ -9,7 +9,7 @@ import { GantryError } from '../errors.js';
 import { serialize } from '../predictions/lifecycle.js';
 import { redeliver } from '../predictions/redeliver.js';
 import type { DeliveryRecord, PredictionRecord, PredictionStatus } from '../predictions/types.js';
-import { audit, invalidParameter, readLimit, readQueryString, routeSchema } from './records.js';
+import { audit, invalidParameter, listSchema, readLimit, readQueryString, routeSchema } from './records.js';
 import { ADMIN_PREFIX, scopeOf } from './routes.js';
 import type { Scope } from './scope.js';
 
@@ -90,10 +90,7 @@ export function registerPredictionAdminRoutes(app: FastifyInstance, gantry: Gant
           },
         },
         response: {
-          200: {
-            type: 'object',
-            properties: { data: { type: 'array', items: PREDICTION }, next: { type: ['string', 'null'] } },
-          },
+          200: listSchema(PREDICTION, { next: { type: ['string', 'null'] } }),
         },
       }),
     },
@@ -182,7 +179,7 @@ export function registerPredictionAdminRoutes(app: FastifyInstance, gantry: Gant
         summary: "A prediction's webhook deliveries and their attempts",
         tags: TAGS,
         params: ID_PARAMS,
-        response: { 200: { type: 'object', properties: { data: { type: 'array', items: DELIVERY } } } },
+        response: { 200: listSchema(DELIVERY) },
       }),
     },
     async (request) => {

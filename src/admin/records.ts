@@ -142,6 +142,11 @@ export async function balanceOf(gantry: Gantry, accountId: string): Promise<numb
   return balance === Number.POSITIVE_INFINITY ? null : balance;
 }
 
+/** A list answer's schema, `{ data: [item, …] }`, with any further top-level fields (a paging cursor). */
+export function listSchema(items: object, more: Record<string, object> = {}): object {
+  return { type: 'object', properties: { data: { type: 'array', items }, ...more } };
+}
+
 /** A route's schema: it documents the route (the OpenAPI document); handlers check their input themselves. */
 export interface RouteDoc {
   summary: string;

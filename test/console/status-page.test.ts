@@ -3,10 +3,10 @@
  * person opening /status sees the incident, then sees it resolved once the upstream is back; the feed a
  * reader subscribes to carries both.
  */
-import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { acmeChatModel, bringBack, QUICK_TIMEOUTS, takeOffline } from '../helpers/outage.js';
 import { waitFor } from '../helpers/wait.js';
 import { type Browser, startBrowser } from './browser.js';
 
@@ -18,15 +18,10 @@ beforeAll(async () => {
   upstream = await startFakeOpenAI();
   g = await startGantry(`
 providers:
-  a: { kind: openai, base_url: ${upstream.url}, timeouts: { connect_ms: 500, first_byte_ms: 1000 } }
+  a: { kind: openai, base_url: ${upstream.url}, timeouts: ${QUICK_TIMEOUTS} }
 status_page: { incident_after_seconds: 0.5 }
 models:
-  - namespace: acme/chat
-    name: Acme Chat
-    type: text
-    vendor: { name: Acme, slug: acme }
-    routes: [{ provider: a, model: m }]
-    routing: { breaker: { consecutive_failures: 2, cooldown_seconds: 3 } }
+${acmeChatModel('a', 3)}
 `);
   browser = await startBrowser(g.origin);
 });
@@ -49,12 +44,7 @@ describe('the status page in a browser', () => {
     expect(await page.textContent('body')).toContain('Acme Chat');
     expect(await page.textContent('body')).toContain('No open incidents.');
 
-    const client = new OpenAI({ apiKey: g.key, baseURL: g.baseURL, maxRetries: 0 });
-    const ask = () =>
-      client.chat.completions.create({ model: 'acme/chat', messages: [{ role: 'user', content: 'hi' }] });
-    upstream.setBehavior({ hangUp: true });
-    for (let i = 0; i < 2; i++) await ask().catch(() => undefined);
-    expect(g.gantry.routing.statusOf('acme/chat')?.status).toBe('offline');
+    const ask = await takeOffline(g, upstream);
 
     // A person reloads the page until the incident shows (the page is cached a few seconds).
     await waitFor(
@@ -71,16 +61,7 @@ describe('the status page in a browser', () => {
     await browser.shot('status-incident-open');
     expect(await feedTitles()).toContain('Incident opened: acme/chat is offline');
 
-    upstream.setBehavior({});
-    await waitFor(
-      'the model back',
-      async () => {
-        await ask().catch(() => undefined);
-        return g.gantry.routing.statusOf('acme/chat')?.status === 'operational' ? true : undefined;
-      },
-      20_000,
-      500,
-    );
+    await bringBack(g, upstream, ask);
     await waitFor(
       'the incident resolved on the page',
       async () => {

@@ -7,17 +7,15 @@
  */
 import type { AddressInfo } from 'node:net';
 import { type ParsedMail, simpleParser } from 'mailparser';
-import OpenAI from 'openai';
 import { SMTPServer } from 'smtp-server';
 import { afterEach, expect, it } from 'vitest';
-import { errorOf } from '../helpers/api-error.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { acmeChatModel, bringBack, QUICK_TIMEOUTS, takeOffline } from '../helpers/outage.js';
 import { restCall } from '../helpers/rest.js';
 import { waitFor } from '../helpers/wait.js';
 
 const ADMIN_KEY = 'adm_incident_mail_test_key_0123456789ab';
-const QUICK = '{ connect_ms: 500, first_byte_ms: 2000, idle_ms: 2000, total_ms: 5000 }';
 
 interface Received {
   to: string[];
@@ -65,17 +63,12 @@ it('a model dies: every confirmed subscriber gets the automatic incident mail, t
   const g: TestGantry = await startGantry(
     `
 providers:
-  a: { kind: openai, base_url: ${upstream.url}, timeouts: ${QUICK} }
+  a: { kind: openai, base_url: ${upstream.url}, timeouts: ${QUICK_TIMEOUTS} }
 status_page:
   incident_after_seconds: 0.5
   email: { smtp_url: 'smtp://127.0.0.1:${relay.port}', from: 'Status <status@gantry.test>' }
 models:
-  - namespace: acme/chat
-    name: Acme Chat
-    type: text
-    vendor: { name: Acme, slug: acme }
-    routes: [{ provider: a, model: m }]
-    routing: { breaker: { consecutive_failures: 2, cooldown_seconds: 4 } }
+${acmeChatModel('a', 4)}
 `,
     { GANTRY_ADMIN_KEY: ADMIN_KEY },
   );
@@ -97,13 +90,7 @@ models:
   await nthMail('pending@example.com', 1);
 
   // The upstream dies: two failures open the only circuit, the model is offline, an incident opens.
-  const client = new OpenAI({ apiKey: g.key, baseURL: g.baseURL, maxRetries: 0 });
-  const ask = () =>
-    client.chat.completions.create({ model: 'acme/chat', messages: [{ role: 'user', content: 'hi' }] });
-  upstream.setBehavior({ hangUp: true });
-  await errorOf(ask());
-  await errorOf(ask());
-  expect(g.gantry.routing.statusOf('acme/chat')?.status).toBe('offline');
+  const ask = await takeOffline(g, upstream);
 
   for (const email of ['alice@example.com', 'bob@example.com']) {
     const mail = await nthMail(email, 2);
@@ -124,14 +111,7 @@ models:
   expect(aliceLink).not.toBe(bobLink);
 
   // It comes back: after the cooldown a trial call closes the circuit and the incident resolves.
-  upstream.setBehavior({});
-  await waitFor(
-    'half-open',
-    () =>
-      g.gantry.routing.of('acme/chat')?.deployments[0]?.breaker.state === 'half_open' ? true : undefined,
-    15_000,
-  );
-  await ask();
+  await bringBack(g, upstream, ask);
   for (const email of ['alice@example.com', 'bob@example.com']) {
     const mail = await nthMail(email, 3);
     expect(mail.subject).toBe('[Resolved] acme/chat is offline');

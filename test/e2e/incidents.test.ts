@@ -12,12 +12,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { errorOf } from '../helpers/api-error.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { acmeChatModel, bringBack, QUICK_TIMEOUTS, secretModel, takeOffline } from '../helpers/outage.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 import { restCall } from '../helpers/rest.js';
 import { waitFor } from '../helpers/wait.js';
 
 const ADMIN_KEY = 'adm_incidents_test_key_0123456789abcdef';
-const QUICK = '{ connect_ms: 500, first_byte_ms: 2000, idle_ms: 2000, total_ms: 5000 }';
 
 let upstream: FakeOpenAI;
 let other: FakeOpenAI;
@@ -44,28 +44,18 @@ async function start(env: NodeJS.ProcessEnv = {}, logs?: string[]): Promise<Test
   const g = await startGantry(
     `
 providers:
-  a: { kind: openai, base_url: ${upstream.url}, timeouts: ${QUICK} }
-  b: { kind: openai, base_url: ${other.url}, timeouts: ${QUICK} }
+  a: { kind: openai, base_url: ${upstream.url}, timeouts: ${QUICK_TIMEOUTS} }
+  b: { kind: openai, base_url: ${other.url}, timeouts: ${QUICK_TIMEOUTS} }
   local: { kind: local }
 status_page: { incident_after_seconds: 0.5 }
 models:
-  - namespace: acme/chat
-    name: Acme Chat
-    type: text
-    vendor: { name: Acme, slug: acme }
-    routes: [{ provider: a, model: m }]
-    routing: { breaker: { consecutive_failures: 2, cooldown_seconds: 6 } }
+${acmeChatModel('a', 6)}
   - namespace: acme/other
     name: Acme Other
     type: text
     vendor: { name: Acme, slug: acme }
     routes: [{ provider: b, model: m }]
-  - namespace: secret/private-model
-    name: Secret Private Model
-    type: text
-    vendor: { name: Secret, slug: secret }
-    accounts: [test]
-    routes: [{ provider: b, model: m }]
+${secretModel('b')}
   - namespace: gantry/local-image
     name: Local image
     type: image
@@ -130,40 +120,10 @@ function waitForStatus<T>(g: TestGantry, what: string, check: (s: StatusJson) =>
   return waitFor(what, async () => check(await statusJson(g)), 20_000, 250);
 }
 
-function killUpstream(g: TestGantry) {
-  const client = new OpenAI({ apiKey: g.key, baseURL: g.baseURL, maxRetries: 0 });
-  const ask = () =>
-    client.chat.completions.create({ model: 'acme/chat', messages: [{ role: 'user', content: 'hi' }] });
-  return { ask, client };
-}
-
-/** The upstream of acme/chat dies: two failed calls open its only circuit, the model is offline. */
-async function takeOffline(g: TestGantry): Promise<() => Promise<unknown>> {
-  const { ask } = killUpstream(g);
-  upstream.setBehavior({ hangUp: true });
-  await errorOf(ask());
-  await errorOf(ask());
-  expect(g.gantry.routing.statusOf('acme/chat')?.status).toBe('offline');
-  return ask;
-}
-
-/** Back: once the cooldown ends, a trial call closes the circuit. */
-async function bringBack(g: TestGantry, ask: () => Promise<unknown>): Promise<void> {
-  upstream.setBehavior({});
-  await waitFor(
-    'half-open',
-    () =>
-      g.gantry.routing.of('acme/chat')?.deployments[0]?.breaker.state === 'half_open' ? true : undefined,
-    15_000,
-  );
-  await ask();
-  expect(g.gantry.routing.statusOf('acme/chat')?.status).toBe('operational');
-}
-
 async function autoScenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
   const g = await start(env);
   expect((await statusJson(g)).incidents).toEqual([]);
-  const ask = await takeOffline(g);
+  const ask = await takeOffline(g, upstream);
 
   const open = await waitForStatus(g, 'an open incident for acme/chat', (s) =>
     s.incidents.find((i) => i.components.includes('acme/chat') && i.resolved_at === null),
@@ -183,7 +143,7 @@ async function autoScenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
   });
   expect(listed.body.data.map((i) => i.id)).toEqual([open.id]);
 
-  await bringBack(g, ask);
+  await bringBack(g, upstream, ask);
   const resolved = await waitForStatus(g, 'the incident resolved', (s) =>
     s.incidents.find((i) => i.id === open.id && i.resolved_at !== null),
   );
@@ -477,7 +437,7 @@ describeRedis('incidents, distributed mode (Redis)', () => {
     const logs: string[][] = [[], []];
     const one = await start({ REDIS_URL: redis.url }, logs[0]);
     const two = await start({ REDIS_URL: redis.url }, logs[1]);
-    await Promise.all([takeOffline(one), takeOffline(two)]);
+    await Promise.all([takeOffline(one, upstream), takeOffline(two, upstream)]);
     // Each instance judges from its own traffic: both see the model offline past the delay; one opens the
     // incident, the other finds it open and follows it.
     const said = (msg: string) =>
@@ -520,7 +480,7 @@ describeRedis('incidents, distributed mode (Redis)', () => {
   it('a restarted instance follows the open incident instead of opening a duplicate', async () => {
     redis = await startRedis();
     const first = await start({ REDIS_URL: redis.url });
-    await takeOffline(first);
+    await takeOffline(first, upstream);
     const open = await waitFor('the incident opened', async () => {
       const list = await first.gantry.plane.incidents.list({ open: true });
       return list[0];
@@ -530,7 +490,7 @@ describeRedis('incidents, distributed mode (Redis)', () => {
 
     const logs: string[] = [];
     const again = await start({ REDIS_URL: redis.url }, logs);
-    const ask = await takeOffline(again);
+    const ask = await takeOffline(again, upstream);
     await waitFor('the restarted instance to act on the offline model', () =>
       logs.some(
         (l) => l.includes('"msg":"incident already open, followed"') || l.includes('"msg":"incident opened"'),
@@ -541,7 +501,7 @@ describeRedis('incidents, distributed mode (Redis)', () => {
     expect(logs.some((l) => l.includes('"msg":"incident opened"'))).toBe(false);
     expect((await again.gantry.plane.incidents.list({})).map((i) => i.id)).toEqual([open.id]);
     // It saw the model down and then back: it resolves the incident it follows.
-    await bringBack(again, ask);
+    await bringBack(again, upstream, ask);
     await waitFor('the followed incident resolved', async () =>
       (await again.gantry.plane.incidents.get(open.id))?.resolvedAt !== null ? true : undefined,
     );

@@ -19,6 +19,7 @@ import {
 } from '../helpers/fake-anthropic.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
+import { WEATHER_TOOL } from '../helpers/tools.js';
 
 const MODEL = 'anthropic/claude-thinking';
 const PROMPT = 'Weather in Oslo?';
@@ -52,21 +53,9 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-const weather: OpenAI.Responses.FunctionTool = {
-  type: 'function',
-  name: 'get_weather',
-  description: 'The weather of a city',
-  parameters: {
-    type: 'object',
-    properties: { city: { type: 'string' } },
-    required: ['city'],
-    additionalProperties: false,
-  },
-  strict: true,
-};
 const thinkingParams = {
   model: MODEL,
-  tools: [weather],
+  tools: [WEATHER_TOOL],
   reasoning: { effort: 'low' as const },
   max_output_tokens: 4000,
 };

@@ -17,6 +17,7 @@ import {
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 import { parseSse } from '../helpers/sse-events.js';
+import { WEATHER_TOOL } from '../helpers/tools.js';
 
 const KEY = 'sk-upstream-0123456789';
 const NATIVE = 'acme/native';
@@ -88,18 +89,6 @@ beforeEach(() => {
   chatOnly.reset();
 });
 
-const WEATHER = {
-  type: 'function' as const,
-  name: 'get_weather',
-  description: 'Current weather of a city',
-  parameters: {
-    type: 'object',
-    properties: { city: { type: 'string' } },
-    required: ['city'],
-    additionalProperties: false,
-  },
-  strict: true,
-};
 const TIME = {
   type: 'function' as const,
   name: 'get_time',
@@ -142,7 +131,7 @@ describe('function tools on the bridge', () => {
     const first = await client.responses.create({
       model: BRIDGED,
       input: 'Weather and time in Paris?',
-      tools: [WEATHER, TIME],
+      tools: [WEATHER_TOOL, TIME],
       tool_choice: 'auto',
       parallel_tool_calls: true,
     });
@@ -153,8 +142,8 @@ describe('function tools on the bridge', () => {
         type: 'function',
         function: {
           name: 'get_weather',
-          description: 'Current weather of a city',
-          parameters: WEATHER.parameters,
+          description: WEATHER_TOOL.description,
+          parameters: WEATHER_TOOL.parameters,
           strict: true,
         },
       },
@@ -173,12 +162,12 @@ describe('function tools on the bridge', () => {
     expect(a.arguments).toBe(CALLS[0]?.arguments);
     expect(b.arguments).toBe(CALLS[1]?.arguments);
     expect(a.call_id).not.toBe(b.call_id);
-    expect(first.tools).toEqual([WEATHER, { ...TIME, description: null }]);
+    expect(first.tools).toEqual([WEATHER_TOOL, { ...TIME, description: null }]);
 
     const second = await client.responses.create({
       model: BRIDGED,
       previous_response_id: first.id,
-      tools: [WEATHER, TIME],
+      tools: [WEATHER_TOOL, TIME],
       input: [
         { type: 'function_call_output', call_id: a.call_id, output: '{"temp_c":21}' },
         { type: 'function_call_output', call_id: b.call_id, output: '14:05' },
@@ -206,7 +195,7 @@ describe('function tools on the bridge', () => {
     const events = await rawEvents({
       model: BRIDGED,
       input: 'Weather and time?',
-      tools: [WEATHER, TIME],
+      tools: [WEATHER_TOOL, TIME],
       tool_choice: 'required',
     });
     expect(last(chatOnly.requests).tool_choice).toBe('required');
@@ -248,7 +237,7 @@ describe('function tools on the bridge', () => {
 
   it('gives the same final response streamed (responses.stream helper) as not, and continues after the call', async () => {
     chatOnly.enqueue({ toolCalls: CALLS.slice(0, 1) }, { toolCalls: CALLS.slice(0, 1) });
-    const body = { model: BRIDGED, input: 'Weather?', tools: [WEATHER] };
+    const body = { model: BRIDGED, input: 'Weather?', tools: [WEATHER_TOOL] };
     const plain = await client.responses.create(body);
     const streamed = await client.responses.stream(body).finalResponse();
     const shape = (r: OpenAI.Responses.Response) =>
@@ -292,12 +281,12 @@ describe('function tools on the bridge', () => {
 
   it('resolves item_reference items to earlier output, as the AI SDK sends them with store on', async () => {
     chatOnly.enqueue({ reply: 'Let me check.', toolCalls: CALLS.slice(0, 1) });
-    const first = await client.responses.create({ model: BRIDGED, input: 'Weather?', tools: [WEATHER] });
+    const first = await client.responses.create({ model: BRIDGED, input: 'Weather?', tools: [WEATHER_TOOL] });
     const call = first.output.find((o) => o.type === 'function_call');
     if (call?.type !== 'function_call' || !call.id) throw new Error('no function call');
     await client.responses.create({
       model: BRIDGED,
-      tools: [WEATHER],
+      tools: [WEATHER_TOOL],
       input: [
         { role: 'user', content: 'Weather?' },
         { type: 'item_reference', id: call.id },
@@ -343,7 +332,7 @@ describe('function tools on the bridge', () => {
   it('takes function_call items in input and a named tool_choice', async () => {
     await client.responses.create({
       model: BRIDGED,
-      tools: [WEATHER],
+      tools: [WEATHER_TOOL],
       tool_choice: { type: 'function', name: 'get_weather' },
       parallel_tool_calls: false,
       input: [
@@ -423,7 +412,7 @@ describe('structured output, images and reasoning on the bridge', () => {
     const parsed = await client.responses.parse({ model: BRIDGED, input: 'Who?', text: { format } });
     expect(parsed.output_parsed).toEqual({ name: 'Ada', age: 36 });
 
-    const called = await client.responses.parse({ model: BRIDGED, input: 'Weather?', tools: [WEATHER] });
+    const called = await client.responses.parse({ model: BRIDGED, input: 'Weather?', tools: [WEATHER_TOOL] });
     const call = called.output[0];
     expect(call?.type === 'function_call' ? call.parsed_arguments : undefined).toEqual({ city: 'Paris' });
   });
@@ -540,7 +529,7 @@ describe('stored responses: retrieve and delete', () => {
 
   it('lists the input items of a bridged tool loop as OpenAI does: newest first, paged', async () => {
     chatOnly.enqueue({ toolCalls: CALLS.slice(0, 1) });
-    const first = await client.responses.create({ model: BRIDGED, input: 'Weather?', tools: [WEATHER] });
+    const first = await client.responses.create({ model: BRIDGED, input: 'Weather?', tools: [WEATHER_TOOL] });
     const call = first.output[0];
     if (call?.type !== 'function_call') throw new Error('no function call');
     const second = await client.responses.create({

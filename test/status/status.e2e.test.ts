@@ -4,18 +4,16 @@
  * Atom feed show it, in embedded mode (SQLite history) and in distributed mode (Redis history).
  */
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import OpenAI from 'openai';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { renderAtom } from '../../src/status/render.js';
 import { takeSnapshot } from '../../src/status/snapshot.js';
-import { errorOf } from '../helpers/api-error.js';
 import { type FakeOpenAI, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
+import { acmeChatModel, bringBack, QUICK_TIMEOUTS, secretModel, takeOffline } from '../helpers/outage.js';
 import { describeRedis, startRedis, type TestRedis } from '../helpers/redis.js';
 import { waitFor } from '../helpers/wait.js';
 
 const HOSTILE = `<script>alert("x")</script> & ' ]]> <!--`;
-const QUICK = '{ connect_ms: 500, first_byte_ms: 2000, idle_ms: 2000, total_ms: 5000 }';
 
 let a: FakeOpenAI;
 let b: FakeOpenAI;
@@ -45,26 +43,16 @@ async function start(env: NodeJS.ProcessEnv = {}): Promise<TestGantry> {
   gantry = await startGantry(
     `
 providers:
-  a: { kind: openai, base_url: ${a.url}, timeouts: ${QUICK} }
-  b: { kind: openai, base_url: ${b.url}, timeouts: ${QUICK} }
+  a: { kind: openai, base_url: ${a.url}, timeouts: ${QUICK_TIMEOUTS} }
+  b: { kind: openai, base_url: ${b.url}, timeouts: ${QUICK_TIMEOUTS} }
 models:
-  - namespace: acme/chat
-    name: Acme Chat
-    type: text
-    vendor: { name: Acme, slug: acme }
-    routes: [{ provider: a, model: m }]
-    routing: { breaker: { consecutive_failures: 2, cooldown_seconds: 8 } }
+${acmeChatModel('a', 8)}
   - namespace: evil/name
     name: '${hostile}'
     type: text
     vendor: { name: Evil, slug: evil }
     routes: [{ provider: b, model: m }]
-  - namespace: secret/private-model
-    name: Secret Private Model
-    type: text
-    vendor: { name: Secret, slug: secret }
-    accounts: [test]
-    routes: [{ provider: b, model: m }]
+${secretModel('b')}
 `,
     env,
   );
@@ -120,9 +108,6 @@ async function waitForStatus(g: TestGantry, status: string): Promise<StatusJson>
 
 async function scenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
   const g = await start(env);
-  const client = new OpenAI({ apiKey: g.key, baseURL: g.baseURL, maxRetries: 0 });
-  const ask = () =>
-    client.chat.completions.create({ model: 'acme/chat', messages: [{ role: 'user', content: 'hi' }] });
 
   const before = await statusJson(g);
   expect(before.status).toBe('operational');
@@ -134,9 +119,7 @@ async function scenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
 
   // The upstream dies: two failures open the only deployment's circuit, the model is offline (for the
   // 8 s cooldown: longer than the page's cache, so a poll sees it).
-  a.setBehavior({ hangUp: true });
-  await errorOf(ask());
-  await errorOf(ask());
+  const ask = await takeOffline(g, a);
   const offline = await waitForStatus(g, 'offline');
   const chat = offline.models.find((m) => m.id === 'acme/chat');
   expect(chat?.reason).toContain('deployments are unavailable');
@@ -145,11 +128,7 @@ async function scenario(env: NodeJS.ProcessEnv = {}): Promise<void> {
   expect(chat?.uptime['24h']?.buckets.at(-1)?.status).toBe('offline');
 
   // It comes back: after the cooldown a trial call closes the circuit.
-  a.setBehavior({});
-  await waitFor('half-open', () =>
-    g.gantry.routing.of('acme/chat')?.deployments[0]?.breaker.state === 'half_open' ? true : undefined,
-  );
-  await ask();
+  await bringBack(g, a, ask);
   const back = await waitForStatus(g, 'operational');
   await g.gantry.routing.flushed();
   expect(back.status).toBe('operational');

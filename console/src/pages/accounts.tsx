@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import { api, errorText } from '../api.js';
 import { Dialog, ErrorMessage, Loading, money, when } from '../components.js';
 import { navigate } from '../router.js';
+import { ColumnHeads } from '../table.js';
 import type { Ctx } from './ctx.js';
 
 interface Account {
@@ -77,17 +78,7 @@ export function AccountsPage({ ctx }: { ctx: Ctx }) {
       ) : (
         <table class="accounts">
           <caption>Accounts</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Tier</th>
-              <th scope="col">Status</th>
-              <th scope="col">Created</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <ColumnHeads columns={['Name', 'Tier', 'Status', 'Created']} actions />
           <tbody>
             {accounts.map((a) => (
               <tr key={a.id} aria-current={ctx.accountId === a.id ? 'true' : undefined}>

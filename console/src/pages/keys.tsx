@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { api, errorText } from '../api.js';
 import { Dialog, ErrorMessage, Loading, when } from '../components.js';
+import { ColumnHeads } from '../table.js';
 import type { Ctx } from './ctx.js';
 import { NeedAccount } from './need-account.js';
 
@@ -53,18 +54,7 @@ export function KeysPage({ ctx }: { ctx: Ctx }) {
       ) : (
         <table class="keys">
           <caption>Keys of this account</caption>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Prefix</th>
-              <th scope="col">Created</th>
-              <th scope="col">Last use</th>
-              <th scope="col">State</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <ColumnHeads columns={['Name', 'Prefix', 'Created', 'Last use', 'State']} actions />
           <tbody>
             {keys.map((k) => (
               <tr key={k.id} data-key-id={k.id}>

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from 'preact/hooks';
 import { ApiError, api, errorText, query } from '../api.js';
 import { ErrorMessage, Json, Loading, when } from '../components.js';
 import { Link, navigate } from '../router.js';
+import { ColumnHeads } from '../table.js';
 import type { Ctx } from './ctx.js';
 import { NeedAccount } from './need-account.js';
 
@@ -112,15 +113,7 @@ export function PredictionsPage({ ctx, search }: { ctx: Ctx; search: URLSearchPa
       ) : (
         <table class="predictions">
           <caption>Predictions, newest first</caption>
-          <thead>
-            <tr>
-              <th scope="col">Prediction</th>
-              <th scope="col">Model</th>
-              <th scope="col">Status</th>
-              <th scope="col">Source</th>
-              <th scope="col">Created</th>
-            </tr>
-          </thead>
+          <ColumnHeads columns={['Prediction', 'Model', 'Status', 'Source', 'Created']} />
           <tbody>
             {list.data.map((p) => (
               <tr key={p.id}>
@@ -315,17 +308,7 @@ export function PredictionPage({ ctx, id }: { ctx: Ctx; id: string }) {
         <p>No webhook deliveries.</p>
       ) : (
         <table class="deliveries">
-          <thead>
-            <tr>
-              <th scope="col">Event</th>
-              <th scope="col">URL</th>
-              <th scope="col">State</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <ColumnHeads columns={['Event', 'URL', 'State', 'Attempts']} actions />
           <tbody>
             {deliveries.map((d) => (
               <tr key={d.id} data-delivery-id={d.id}>

@@ -2,6 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, errorText, query } from '../api.js';
 import { type Bar, BarChart } from '../chart.js';
 import { ErrorMessage, Loading, money } from '../components.js';
+import { type Totals, TotalsCells, TotalsHeads } from '../table.js';
 import type { Ctx } from './ctx.js';
 import { NeedAccount } from './need-account.js';
 
@@ -12,12 +13,6 @@ interface Row {
   requests: number;
   input_tokens: number;
   output_tokens: number;
-  cost: number;
-}
-
-interface Totals {
-  requests: number;
-  tokens: number;
   cost: number;
 }
 
@@ -121,24 +116,14 @@ export function UsagePage({ ctx }: { ctx: Ctx }) {
             <div class="scroll">
               <table class="usage-days">
                 <caption>Per day</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Day</th>
-                    <th scope="col">Requests</th>
-                    <th scope="col">Tokens</th>
-                    <th scope="col">Cost</th>
-                  </tr>
-                </thead>
+                <TotalsHeads by="Day" />
                 <tbody>
                   {days
                     .filter(([, t]) => t.requests > 0)
                     .reverse()
                     .map(([day, t]) => (
                       <tr key={day} data-day={day}>
-                        <th scope="row">{day}</th>
-                        <td class="requests">{t.requests}</td>
-                        <td class="tokens">{t.tokens}</td>
-                        <td class="cost">{money(t.cost)}</td>
+                        <TotalsCells name={day} totals={t} />
                       </tr>
                     ))}
                 </tbody>
@@ -147,23 +132,13 @@ export function UsagePage({ ctx }: { ctx: Ctx }) {
           </div>
           <table class="usage-models">
             <caption>Per model</caption>
-            <thead>
-              <tr>
-                <th scope="col">Model</th>
-                <th scope="col">Requests</th>
-                <th scope="col">Tokens</th>
-                <th scope="col">Cost</th>
-              </tr>
-            </thead>
+            <TotalsHeads by="Model" />
             <tbody>
               {[...byModel.entries()]
                 .sort(([, a], [, b]) => b.requests - a.requests)
                 .map(([model, t]) => (
                   <tr key={model} data-model={model}>
-                    <th scope="row">{model}</th>
-                    <td class="requests">{t.requests}</td>
-                    <td class="tokens">{t.tokens}</td>
-                    <td class="cost">{money(t.cost)}</td>
+                    <TotalsCells name={model} totals={t} />
                   </tr>
                 ))}
             </tbody>
