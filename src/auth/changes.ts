@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
+import { type BackoffPolicy, nextDelayMs } from '../backoff.js';
 import type { Account, ApiKeyRecord } from '../store/types.js';
-import { type BackoffPolicy, nextDelayMs } from '../webhooks/backoff.js';
 
 /**
  * Revocations and account status changes reach a running server within a second (README, "Keys"):

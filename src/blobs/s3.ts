@@ -15,6 +15,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import { AwsV4Signer } from 'aws4fetch';
 import { Agent, request } from 'undici';
+import { type BackoffPolicy, nextDelayMs } from '../backoff.js';
 import {
   assertValidBlobKey,
   type BlobStore,
@@ -58,6 +59,7 @@ export const S3_MAX_BATCH = 1000;
 
 const EMPTY_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const FALLBACK_CONTENT_TYPE = 'application/octet-stream';
+const SEND_RETRY: BackoffPolicy = { baseMs: 100, maxMs: 2_000, jitter: 'equal' };
 
 /**
  * A failed S3 call. The message names the operation, the object or bucket, S3's status, error code and
@@ -377,7 +379,7 @@ export class S3BlobStore implements BlobStore {
           );
         }
       }
-      await sleep(Math.min(2000, 100 * 2 ** (attempt - 1)) * (0.5 + Math.random() / 2));
+      await sleep(nextDelayMs(attempt, SEND_RETRY));
     }
   }
 

@@ -6,6 +6,7 @@
  * so the limiter recovers by itself.
  */
 import { Redis, type RedisOptions } from 'ioredis';
+import { nextDelayMs } from '../backoff.js';
 
 export interface LimiterRedisOptions {
   /** Per-command deadline. */
@@ -34,7 +35,8 @@ export function limiterRedisOptions(options: LimiterRedisOptions = {}): RedisOpt
  * connection is back within that bound of Redis's return (ioredis's default waits up to 2 s).
  */
 export function reconnectBackoff(maxDelayMs: number): (times: number) => number {
-  return (times) => Math.min(50 * 2 ** Math.min(times, 10), maxDelayMs);
+  const policy = { baseMs: 100, maxMs: maxDelayMs, jitter: 'none' } as const;
+  return (times) => nextDelayMs(times, policy);
 }
 
 export function createLimiterRedis(url: string, options: LimiterRedisOptions = {}): Redis {

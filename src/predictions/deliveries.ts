@@ -1,6 +1,6 @@
 import type { Agent } from 'undici';
+import { retryDelayMs, shouldGiveUp } from '../backoff.js';
 import { deliverOnce } from '../webhooks/attempt.js';
-import { retryDelayMs, shouldGiveUp } from '../webhooks/backoff.js';
 import { signWebhook } from '../webhooks/sign.js';
 import { createGuardedAgent } from '../webhooks/ssrf.js';
 import type { PredictionDeps } from './context.js';

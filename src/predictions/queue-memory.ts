@@ -1,7 +1,7 @@
+import { type BackoffPolicy, nextDelayMs } from '../backoff.js';
 import type { JobInfo, JobKind, JobQueue } from './types.js';
 
-const RETRY_BASE_MS = 500;
-const RETRY_MAX_MS = 30_000;
+const RETRY: BackoffPolicy = { baseMs: 500, maxMs: 30_000, jitter: 'none' };
 const MAX_ATTEMPTS = 5;
 
 interface Pending {
@@ -107,7 +107,7 @@ export class MemoryJobQueue implements JobQueue {
         () => undefined,
         () => {
           if (job.attempt >= MAX_ATTEMPTS || this.closed || lane.waiting.has(job.id)) return;
-          const delay = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * 2 ** (job.attempt - 1));
+          const delay = nextDelayMs(job.attempt, RETRY);
           this.schedule(lane, { id: job.id, attempt: job.attempt + 1, timer: undefined }, delay);
         },
       );

@@ -1,4 +1,5 @@
 import type Database from 'libsql';
+import { type BackoffPolicy, nextDelayMs } from '../backoff.js';
 import { checkpointNow } from '../usage/sqlite-db.js';
 import {
   type DeliveryRecord,
@@ -56,10 +57,11 @@ CREATE INDEX IF NOT EXISTS deliveries_pending ON webhook_deliveries (next_attemp
 `;
 
 const IDEMPOTENCY_MS = 24 * 60 * 60 * 1000;
-/** Removed sealed secrets are checkpointed out of the write-ahead log within this long (README, Shutdown). */
-const SCRUB_AFTER_MS = 200;
-/** The longest wait between two tries while a reader keeps the log from being emptied. */
-const SCRUB_RETRY_MAX_MS = 5_000;
+/**
+ * Removed sealed secrets are checkpointed out of the write-ahead log within baseMs (README, Shutdown);
+ * maxMs is the longest wait between two tries while a reader keeps the log from being emptied.
+ */
+const SCRUB: BackoffPolicy = { baseMs: 200, maxMs: 5_000, jitter: 'none' };
 
 interface RecordRow {
   record: string;
@@ -308,16 +310,19 @@ export class SqlitePredictionStore implements PredictionStore {
   }
 
   /**
-   * One checkpoint for the secrets removed within SCRUB_AFTER_MS, off the request that removed them. It
+   * One checkpoint for the secrets removed within SCRUB.baseMs, off the request that removed them. It
    * never waits for a reader (that would hold the event loop): while one is in the way, it tries again,
    * less and less often, until the log is empty.
    */
-  private scrubSoon(delayMs = SCRUB_AFTER_MS): void {
+  private scrubSoon(attempt = 1): void {
     if (this.scrubTimer !== undefined) return;
-    this.scrubTimer = setTimeout(() => {
-      this.scrubTimer = undefined;
-      if (!checkpointNow(this.db)) this.scrubSoon(Math.min(delayMs * 2, SCRUB_RETRY_MAX_MS));
-    }, delayMs);
+    this.scrubTimer = setTimeout(
+      () => {
+        this.scrubTimer = undefined;
+        if (!checkpointNow(this.db)) this.scrubSoon(attempt + 1);
+      },
+      nextDelayMs(attempt, SCRUB),
+    );
     this.scrubTimer.unref();
   }
 

@@ -10,11 +10,11 @@ import {
   type ShapedOutput,
 } from '../../providers/predictions/types.js';
 import type { InferenceProvider } from '../../providers/types.js';
+import { nextDelayMs } from '../backoff.js';
 import { newSafetyOutcome, recordCheck } from '../safety/engine.js';
 import { IMAGE_CLASSIFIER, isClassifiableImage } from '../safety/image/index.js';
 import { checkImageOutputs, type ImageOutput, type ImageOutputCheck } from '../safety/image/outputs.js';
 import type { SafetyPolicy } from '../safety/policy.js';
-import { nextDelayMs } from '../webhooks/backoff.js';
 import { extendPrediction } from './admission.js';
 import type { PredictionDeps } from './context.js';
 import { OutputDownloads } from './downloads.js';

@@ -5,7 +5,7 @@
  */
 import nodemailer from 'nodemailer';
 import type { PlaneLog } from '../admin/plane.js';
-import { type BackoffPolicy, nextDelayMs } from '../webhooks/backoff.js';
+import { type BackoffPolicy, nextDelayMs } from '../backoff.js';
 import { maskEmail } from './subscribers.js';
 
 export interface OutgoingMail {

@@ -1,4 +1,5 @@
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { type BackoffPolicy, nextDelayMs } from '../backoff.js';
 import { type UsageRecord, UsageRecordError, usageRecordProblem } from './record.js';
 import type { UsageSink } from './sink.js';
 
@@ -65,7 +66,7 @@ export class UsageBatcher {
   private readonly interval: number;
   private readonly maxBatch: number;
   private readonly maxBuffered: number;
-  private readonly maxRetryDelay: number;
+  private readonly retry: BackoffPolicy;
   private readonly closeTimeout: number;
   private scheduled = false;
   private closed = false;
@@ -75,7 +76,7 @@ export class UsageBatcher {
     this.interval = options.flushIntervalMs ?? 250;
     this.maxBatch = options.maxBatch ?? 500;
     this.maxBuffered = options.maxBuffered ?? 100_000;
-    this.maxRetryDelay = options.maxRetryDelayMs ?? 5_000;
+    this.retry = { baseMs: this.interval, maxMs: options.maxRetryDelayMs ?? 5_000, jitter: 'none' };
     this.closeTimeout = options.closeTimeoutMs ?? 10_000;
     this.lanes = options.sinks.map((sink, i) => ({
       name: sink.name ?? `sink${i}`,
@@ -220,8 +221,7 @@ export class UsageBatcher {
     lane.queue = batch.concat(lane.queue);
     lane.failures += 1;
     lane.consecutiveFailures += 1;
-    const delay = Math.min(this.interval * 2 ** (lane.consecutiveFailures - 1), this.maxRetryDelay);
-    lane.retryAt = Date.now() + delay;
+    lane.retryAt = Date.now() + nextDelayMs(lane.consecutiveFailures, this.retry);
   }
 
   private remaining(): number {
@@ -236,7 +236,7 @@ export class UsageBatcher {
     while (this.remaining() > 0) {
       if (!(await within(this.flush(), deadline - Date.now()))) break;
       if (this.remaining() === 0) break;
-      const pause = Math.min(this.interval * 2 ** attempt++, this.maxRetryDelay, deadline - Date.now());
+      const pause = Math.min(nextDelayMs(++attempt, this.retry), deadline - Date.now());
       if (pause <= 0) break;
       await within(new Promise<never>(() => {}), pause);
     }
