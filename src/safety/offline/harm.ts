@@ -19,8 +19,8 @@
  */
 import { HARM_CATEGORIES, type HarmCategory, type Severity, severityRank } from '../categories.js';
 import { HARM, HARMLESS, JEST, SELF_DIRECTED } from './harm-lexicon.js';
-import { trieSource } from './trie.js';
 import { allMatches } from './matches.js';
+import { trieSource } from './trie.js';
 
 /** Word score from which the vocabulary alone makes a text low, and medium. */
 export const LOW_SCORE = 1;
