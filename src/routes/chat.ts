@@ -178,12 +178,15 @@ async function startChecks(
   const gone = active.classifier.name === 'offline' ? undefined : clientGoneSignal(reply);
   const mustWait = active.policy.mode === 'block' || active.onFailure === 'closed';
   // Annotating and failing open, nothing waits on the prompt's results before the answer: the check runs
-  // once the upstream call is under way (setImmediate comes after the request is written), in the time the
-  // upstream takes to answer, instead of before the call.
+  // once the request is on its way upstream, in the time the upstream takes to answer, instead of before
+  // the call. undici writes a request on a reused keep-alive connection only after a turn of the event
+  // loop's check phase (it first looks whether the idle socket was closed), queued when the call is
+  // dispatched, after this one: so the check waits for the next turn, two setImmediates
+  // (test/safety/prompt-overlap.test.ts holds the order).
   const prompt = mustWait
     ? checkChatPrompt(ctx, sent.messages, masked, gone)
     : new Promise<SafetyCheck>((resolve) => {
-        setImmediate(() => resolve(checkChatPrompt(ctx, sent.messages, masked, gone)));
+        setImmediate(() => setImmediate(() => resolve(checkChatPrompt(ctx, sent.messages, masked, gone))));
       });
   if (active.policy.mode === 'block') {
     const check = await prompt;

@@ -3,10 +3,12 @@
  * each finds, where (PII spans exactly), its near misses and benign look-alikes, and the phrases other
  * parts' tests rely on.
  */
+import { englishRecommendedTransformers, RegExpMatcher } from 'obscenity';
 import { describe, expect, it } from 'vitest';
 import type { Severity } from '../../src/safety/categories.js';
 import type { Findings, PiiSpan, TextSource } from '../../src/safety/classifier.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
+import { ProfanityClassifier, profanityDataset } from '../../src/safety/offline/profanity.js';
 
 const classifier = offlineClassifier();
 const classify = (text: string, source: TextSource = 'prompt') =>
@@ -115,6 +117,43 @@ describe('profanity', () => {
     'I a m here',
   ])('lets %j through', (text) => {
     expect(classify(text).detected.profanity).toBe(false);
+  });
+});
+
+describe('profanity agrees with the library on allowed look-alikes', () => {
+  // The classifier skips the library's matcher where an allowed look-alike ("assi" of "assistant")
+  // covers what the gate found; the answer must stay the library's own.
+  const library = new RegExpMatcher({ ...profanityDataset().build(), ...englishRecommendedTransformers });
+  const profanity = new ProfanityClassifier();
+  it.each([
+    'You are a helpful assistant.',
+    'YOU ARE A HELPFUL ASSISTANT',
+    'you ass',
+    'Assist the ass, said the assistant',
+    'a$$istant',
+    'an @ssistant',
+    'an asshole assistant',
+    'Assess the asset, associate',
+    'Pass the bass to the class',
+    'shitake mushrooms',
+    'shit, take the shitake',
+    'Dickens wrote novels; dickory dock',
+    'what a dick, Dickens',
+    'The pen is mightier',
+    'a cockney accent',
+    'Uranus and tetanus',
+    'Texan al fresco',
+    'snigger at the joke',
+    'assi ass',
+    'As si',
+    'The 45s record',
+  ])('%j', (text) => {
+    expect(profanity.detect(text)).toBe(library.hasMatch(text));
+  });
+
+  it('finds a word beside many allowed look-alikes', () => {
+    expect(profanity.detect(`${'the assistant assesses the asset. '.repeat(50)}you ass`)).toBe(true);
+    expect(profanity.detect('the assistant assesses the asset. '.repeat(50))).toBe(false);
   });
 });
 

@@ -19,6 +19,7 @@
  */
 import { HARM_CATEGORIES, type HarmCategory, type Severity, severityRank } from '../categories.js';
 import { HARM, HARMLESS, JEST, SELF_DIRECTED } from './harm-lexicon.js';
+import { allMatches } from './matches.js';
 import { trieSource } from './trie.js';
 
 /** Word score from which the vocabulary alone makes a text low, and medium. */
@@ -56,7 +57,7 @@ export function harmClassifier(): HarmClassifier {
         violence: 'safe',
         self_harm: 'safe',
       };
-      let found = [...lower.matchAll(words)];
+      let found = allMatches(words, lower);
       if (found.length === 0) return result;
       let text = lower;
       const present = new Set(found.map((m) => m[0]));
@@ -76,7 +77,7 @@ export function harmClassifier(): HarmClassifier {
       const counts = new Map<string, number>();
       // "kill myself": the verb is self-harm's, not violence's.
       const self: number[] = [];
-      if (text.includes('sel')) for (const m of text.matchAll(SELF_DIRECTED)) self.push(m.index);
+      if (text.includes('sel')) for (const m of allMatches(SELF_DIRECTED, text)) self.push(m.index);
       for (const m of found) {
         const word = m[0];
         const n = (counts.get(word) ?? 0) + 1;

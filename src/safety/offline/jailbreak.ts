@@ -269,9 +269,19 @@ export function attackScore(lower: string): number {
   const has = new Set<string>();
   for (; m !== null; m = KEYS.exec(lower)) has.add(m[0]);
   let score = 0;
+  // Rules share their lists of needed words: each list is looked for once per text.
+  let needsMet: Map<readonly string[], boolean> | undefined;
   for (const rule of RULES) {
     if (!rule.keys.some((k) => has.has(k))) continue;
-    if (rule.needs !== undefined && !rule.needs.some((n) => lower.includes(n))) continue;
+    if (rule.needs !== undefined) {
+      needsMet ??= new Map();
+      let met = needsMet.get(rule.needs);
+      if (met === undefined) {
+        met = rule.needs.some((n) => lower.includes(n));
+        needsMet.set(rule.needs, met);
+      }
+      if (!met) continue;
+    }
     if (rule.re.test(lower)) score += rule.weight;
   }
   return score;

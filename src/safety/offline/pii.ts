@@ -18,6 +18,7 @@
 import { extractIBAN, getCountrySpecifications, isValidIBAN } from 'ibantools';
 import { type CountryCode, parsePhoneNumberFromString } from 'libphonenumber-js/max';
 import type { PiiSpan } from '../classifier.js';
+import { allMatches } from './matches.js';
 
 /**
  * An email is looked for only at each `@`: its local part backwards (at most 64 characters, so a long
@@ -92,7 +93,7 @@ function overlaps(spans: readonly PiiSpan[], start: number, end: number): boolea
 function findSecrets(text: string, spans: PiiSpan[]): void {
   const found: PiiSpan[] = [];
   if (TOKEN_HINT.test(text)) findPrefixed(text, found);
-  for (const m of text.matchAll(SECRET_ASSIGNED)) {
+  for (const m of allMatches(SECRET_ASSIGNED, text)) {
     const token = m[1] as string;
     const start = m.index + m[0].length - token.length;
     if (overlaps(found, start, start + token.length) || !looksRandom(token)) continue;
@@ -102,9 +103,9 @@ function findSecrets(text: string, spans: PiiSpan[]): void {
 }
 
 function findPrefixed(text: string, found: PiiSpan[]): void {
-  for (const m of text.matchAll(PEM))
+  for (const m of allMatches(PEM, text))
     found.push({ kind: 'secret', start: m.index, end: m.index + m[0].length });
-  for (const m of text.matchAll(SECRET_TOKENS)) {
+  for (const m of allMatches(SECRET_TOKENS, text)) {
     if (!overlaps(found, m.index, m.index + m[0].length))
       found.push({ kind: 'secret', start: m.index, end: m.index + m[0].length });
   }
@@ -166,7 +167,7 @@ function luhn(digits: string): boolean {
 }
 
 function findCards(text: string, spans: PiiSpan[]): void {
-  for (const m of text.matchAll(CARD)) {
+  for (const m of allMatches(CARD, text)) {
     // A run may carry more digits than the card (a CVV after one space): try the lengths that end at a
     // group boundary, longest first.
     const run = m[0];
@@ -183,7 +184,7 @@ function findCards(text: string, spans: PiiSpan[]): void {
 }
 
 function findPhones(text: string, spans: PiiSpan[]): void {
-  for (const m of text.matchAll(PHONE)) {
+  for (const m of allMatches(PHONE, text)) {
     const raw = m[0];
     const digits = raw.replace(/\D/g, '');
     if (digits.length < 7 || digits.length > 15) continue;

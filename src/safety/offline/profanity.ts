@@ -48,8 +48,8 @@ const TOPIC_WORDS: ReadonlySet<string> = new Set([
   'negro',
 ]);
 
-/** The library's English list without the topic words, with a few insults it lacks. */
-function dataset(): DataSet<{ originalWord: string }> {
+/** The library's English list without the topic words, with a few insults it lacks (exported for its tests). */
+export function profanityDataset(): DataSet<{ originalWord: string }> {
   const set = new DataSet<{ originalWord: string }>()
     .addAll(englishDataset)
     .removePhrasesIf((phrase) => TOPIC_WORDS.has(phrase.metadata?.originalWord ?? ''));
@@ -75,6 +75,11 @@ const SEPARATORS = /[ .\-_*+~]/g;
 export class ProfanityClassifier {
   private readonly matcher: RegExpMatcher;
   private readonly gate: RegExp;
+  /** Each pattern alone, sticky, by the letter it starts with (and those that start otherwise). */
+  private readonly byLead: Map<string, RegExp[]>;
+  private readonly unled: RegExp[];
+  /** The library's allowed look-alikes ("assi" of "assistant", "pen is"). */
+  private readonly allowed: readonly string[];
   /** The library's per-character transforms (confusables, leet, lower case) for every UTF-16 unit. */
   private readonly table: Int32Array;
   private readonly simple: CharFn[];
@@ -86,9 +91,13 @@ export class ProfanityClassifier {
   private origin = new Int32Array(4096);
 
   constructor() {
-    const built = dataset().build();
+    const built = profanityDataset().build();
     this.matcher = new RegExpMatcher({ ...built, ...englishRecommendedTransformers });
-    this.gate = gateRegExp(built.blacklistedTerms.map((t) => t.pattern));
+    const gate = gateRegExps(built.blacklistedTerms.map((t) => t.pattern));
+    this.gate = gate.gate;
+    this.byLead = gate.byLead;
+    this.unled = gate.unled;
+    this.allowed = built.whitelistedTerms ?? [];
     const containers = englishRecommendedTransformers.blacklistMatcherTransformers as TransformerContainer[];
     this.simple = [];
     let collapse: (() => { transform: CharFn; reset(): void }) | undefined;
@@ -131,11 +140,50 @@ export class ProfanityClassifier {
     this.gate.lastIndex = 0;
     let checks = 0;
     for (let m = this.gate.exec(normal); m !== null; m = this.gate.exec(normal)) {
+      this.gate.lastIndex = m.index + 1;
+      if (this.allowedAt(text, normal, m.index)) continue;
       const start = this.origin[m.index] as number;
       const end = (this.origin[m.index + m[0].length - 1] as number) + 2;
       if (this.matcher.hasMatch(around(text, start, end))) return true;
       if (++checks === MAX_CHECKS) return false;
-      this.gate.lastIndex = m.index + 1;
+    }
+    return false;
+  }
+
+  /**
+   * Whether every pattern matching at this place of the normalised text lies inside one of the library's
+   * allowed look-alikes as written in the text ("assi" around the "ass" of "assistant"): the library would
+   * reject it the same way (an allowed term's span containing the match's), so it is not asked. Common
+   * words ("assistant", "class", "pass") would otherwise cost a call of the library's matcher, tens of
+   * microseconds. An allowed term written with more spaces than listed is not recognised here: the
+   * library is asked then, and decides.
+   */
+  private allowedAt(text: string, normal: string, at: number): boolean {
+    let matched = false;
+    for (const list of [this.byLead.get(normal[at] as string), this.unled]) {
+      if (list === undefined) continue;
+      for (const re of list) {
+        re.lastIndex = at;
+        const m = re.exec(normal);
+        if (m === null) continue;
+        matched = true;
+        const start = this.origin[at] as number;
+        let end = this.origin[at + m[0].length - 1] as number;
+        // As the library counts it: a match ending in a surrogate pair ends after the pair.
+        if (end + 1 < text.length && isHigh(text.charCodeAt(end)) && isLow(text.charCodeAt(end + 1))) end++;
+        if (!this.inAllowedTerm(text, start, end)) return false;
+      }
+    }
+    return matched;
+  }
+
+  /** Whether an allowed term, in ASCII letters of any case, spans text[start..end] (inclusive). */
+  private inAllowedTerm(text: string, start: number, end: number): boolean {
+    for (const term of this.allowed) {
+      const last = Math.min(start, text.length - term.length);
+      for (let at = Math.max(0, end - term.length + 1); at <= last; at++) {
+        if (asciiLowerEquals(text, at, term)) return true;
+      }
     }
     return false;
   }
@@ -212,12 +260,35 @@ function decode(units: Uint16Array, n: number): string {
   return UTF16.decode(units.subarray(0, n));
 }
 
+function isHigh(unit: number): boolean {
+  return unit >= 0xd800 && unit <= 0xdbff;
+}
+
+function isLow(unit: number): boolean {
+  return unit >= 0xdc00 && unit <= 0xdfff;
+}
+
+/** text.slice(at, at + term.length), ASCII letters lower-cased, equals term (a lower-case ASCII term). */
+function asciiLowerEquals(text: string, at: number, term: string): boolean {
+  for (let i = 0; i < term.length; i++) {
+    let c = text.charCodeAt(at + i);
+    if (c >= 0x41 && c <= 0x5a) c += 0x20;
+    if (c !== term.charCodeAt(i)) return false;
+  }
+  return true;
+}
+
 /**
  * The library's patterns as one regular expression that matches where any of them does (each compiled
  * the way the library compiles it). Alternatives are grouped by their first letter, so the engine tries
- * one group per position instead of every pattern.
+ * one group per position instead of every pattern. Each pattern is also compiled alone (sticky), to tell
+ * which ones match at a place the gate found.
  */
-function gateRegExp(patterns: readonly ParsedPattern[]): RegExp {
+function gateRegExps(patterns: readonly ParsedPattern[]): {
+  gate: RegExp;
+  byLead: Map<string, RegExp[]>;
+  unled: RegExp[];
+} {
   const groups = new Map<string, string[]>();
   const rest: string[] = [];
   for (const pattern of patterns) {
@@ -241,7 +312,14 @@ function gateRegExp(patterns: readonly ParsedPattern[]): RegExp {
     }
   }
   const alternatives = [...groups].map(([lead, tails]) => `${lead}(?:${tails.join('|')})`);
-  return new RegExp([...alternatives, ...rest].join('|'), 'gs');
+  const byLead = new Map(
+    [...groups].map(([lead, tails]) => [lead, tails.map((tail) => new RegExp(lead + tail, 'ys'))]),
+  );
+  return {
+    gate: new RegExp([...alternatives, ...rest].join('|'), 'gs'),
+    byLead,
+    unled: rest.map((source) => new RegExp(source, 'ys')),
+  };
 }
 
 function nodeSource(node: ParsedPattern['nodes'][number]): string {
