@@ -245,6 +245,25 @@ export class Metrics {
   private readonly inferenceChildren = new Map<string, InferenceChildren>();
   private readonly inflightChildren = new Map<string, GaugeChild>();
   private readonly overheadChildren = new Map<string, ObserveChild>();
+  private readonly safetyCheckChildren = new Map<string, CountChild>();
+  private readonly safetyDurationChildren = new Map<string, ObserveChild>();
+
+  /** One safety check (README, "Safety" metrics): counted by outcome, timed by classifier. */
+  safetyCheckDone(api: string, stage: string, classifier: string, outcome: string, seconds: number): void {
+    const key = `${api}\u0000${stage}\u0000${classifier}\u0000${outcome}`;
+    let count = this.safetyCheckChildren.get(key);
+    if (!count) {
+      count = counterChild(this.safetyChecks, { api, stage, classifier, outcome });
+      this.safetyCheckChildren.set(key, count);
+    }
+    count.inc();
+    let duration = this.safetyDurationChildren.get(classifier);
+    if (!duration) {
+      duration = histogramChild(this.safetyCheckDuration, { classifier });
+      this.safetyDurationChildren.set(classifier, duration);
+    }
+    duration.observe(seconds);
+  }
 
   /** Gantry's own time for one inference call on `api` (README, "Routing and health"). */
   overheadObserve(api: string, seconds: number): void {

@@ -206,8 +206,7 @@ export function recordCheck(
         : check.flagged.length > 0
           ? 'flagged'
           : 'clean';
-  metrics.safetyChecks.inc({ api, stage, classifier, outcome: result });
-  metrics.safetyCheckDuration.observe({ classifier }, seconds);
+  metrics.safetyCheckDone(api, stage, classifier, result, seconds);
   const action = check.blocked ? 'blocked' : 'annotated';
   for (const category of check.flagged) {
     metrics.safetyFlags.inc({ api, stage, category, action });
