@@ -48,6 +48,15 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
           message: `The model ${name} does not exist`,
           param: 'model',
         });
+      // Offline in the config or by an operator's override: refused as on every other inference route.
+      const offline = gantry.catalog.offline(model.entry);
+      if (offline !== undefined) {
+        throw new GantryError('MODEL_NOT_ACTIVE', {
+          message: `The model ${name} is offline`,
+          param: 'model',
+          ...(offline.reason === undefined ? {} : { details: offline.reason }),
+        });
+      }
       const route = model.entry.routes.find((r) => gantry.providers.get(r.provider)?.forward !== undefined);
       const target = route && gantry.providers.get(route.provider)?.forward;
       if (!route || !target) {

@@ -68,6 +68,12 @@ models:
     type: image
     apis: [other]
     routes: [{ provider: claude }, { provider: up, model: gpt-image-1 }]
+  - namespace: acme/retired-moderation
+    name: Moderation taken offline in the config
+    type: text
+    apis: [other]
+    status: offline
+    routes: [{ provider: up, model: omni-moderation-latest }]
   - namespace: gantry/local-chat
     name: Local chat
     type: text
@@ -129,6 +135,47 @@ async function post(path: string, body: string, headers: Record<string, string>)
     json: () => JSON.parse(text) as Record<string, unknown>,
   };
 }
+
+describe('forwarded endpoints of a model that is offline', () => {
+  const moderation = (model: string) =>
+    post('/moderations', JSON.stringify({ model, input: 'is this fine?' }), {
+      authorization: `Bearer ${gantry.key}`,
+      'content-type': 'application/json',
+    });
+
+  it('refuses a model offline in the config, as the other inference routes do, and sends nothing', async () => {
+    const res = await moderation('acme/retired-moderation');
+    expect(res.status).toBe(403);
+    expect(res.json()).toMatchObject({
+      error: {
+        error_id: 'MODEL_NOT_ACTIVE',
+        param: 'model',
+        message: 'The model acme/retired-moderation is offline',
+      },
+    });
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  it("refuses a model an operator's override took offline, and forwards again once it is cleared", async () => {
+    const overrides = gantry.gantry.plane.overrides;
+    await overrides.set('acme/moderation', {
+      status: 'offline',
+      reason: 'Maintenance',
+      setBy: 'test',
+      at: Date.now(),
+    });
+    try {
+      const res = await moderation('acme/moderation');
+      expect(res.status).toBe(403);
+      expect(res.json()).toMatchObject({ error: { error_id: 'MODEL_NOT_ACTIVE' } });
+      expect(fake.requests).toHaveLength(0);
+    } finally {
+      await overrides.clear('acme/moderation');
+    }
+    expect((await moderation('acme/moderation')).status).toBe(200);
+    expect(fake.requests).toHaveLength(1);
+  });
+});
 
 describe('forwarding other endpoints to an OpenAI-compatible upstream', () => {
   it('forwards JSON (moderations) with the model renamed and Gantry’s credential', async () => {
