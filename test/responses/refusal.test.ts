@@ -8,6 +8,7 @@
 import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type FakeAnthropic, startFakeAnthropic } from '../helpers/fake-anthropic.js';
 import { type FakeOpenAI, type JsonObject, replyPieces, startFakeOpenAI } from '../helpers/fake-openai.js';
 import { startGantry, type TestGantry } from '../helpers/gantry.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
@@ -16,6 +17,8 @@ import { parseSse } from '../helpers/sse-events.js';
 const KEY = 'sk-upstream-0123456789';
 const BRIDGED = 'acme/bridged';
 const ANNOTATED = 'acme/bridged-annotate';
+/** Bridged onto chat, served by Gantry's Anthropic adapter. */
+const CLAUDE = 'acme/claude';
 const REFUSAL = "I'm sorry, but I can't help with that request.";
 const VIOLENT = 'I am going to kill you, I know where you live and I have a gun';
 
@@ -34,17 +37,23 @@ const SCHEMA_OF: Record<string, string> = {
 };
 
 let chat: FakeOpenAI;
+let claude: FakeAnthropic;
 let gantry: TestGantry;
 let client: OpenAI;
 
 beforeAll(async () => {
   chat = await startFakeOpenAI({ apiKey: KEY });
+  claude = await startFakeAnthropic({ apiKey: KEY });
   gantry = await startGantry(
     `
 providers:
   chat-only:
     kind: openai
     base_url: ${chat.url}
+    api_key_env: UP_KEY
+  claude:
+    kind: anthropic
+    base_url: ${claude.url}
     api_key_env: UP_KEY
 safety:
   stream_window_chars: 16
@@ -58,6 +67,11 @@ models:
     type: text
     safety: annotate
     routes: [{ provider: chat-only, model: plain-model }]
+  - namespace: ${CLAUDE}
+    name: Claude, bridged
+    type: text
+    routes: [{ provider: claude, model: claude-upstream }]
+    defaults: { max_tokens: 64 }
 `,
     { UP_KEY: KEY },
   );
@@ -66,9 +80,11 @@ models:
 afterAll(async () => {
   await gantry?.close();
   await chat?.close();
+  await claude?.close();
 });
 beforeEach(() => {
   chat.reset();
+  claude.reset();
 });
 
 /** The chat body the fake upstream received last. */
@@ -267,6 +283,28 @@ describe('a refusal sent back to a chat upstream', () => {
       { role: 'user', content: 'Do something bad' },
       { role: 'assistant', content: '', refusal: REFUSAL },
       { role: 'assistant', content: 'Partly yes.', refusal: 'Not the rest.' },
+      { role: 'user', content: 'Something else then' },
+    ]);
+  });
+
+  it('an Anthropic model sees the refusal as what the assistant said', async () => {
+    await client.responses.create({
+      model: CLAUDE,
+      input: [
+        { role: 'user', content: 'Do something bad' },
+        {
+          type: 'message',
+          id: 'msg_1',
+          status: 'completed',
+          role: 'assistant',
+          content: [{ type: 'refusal', refusal: REFUSAL }],
+        },
+        { role: 'user', content: 'Something else then' },
+      ],
+    });
+    expect(claude.requests.at(-1)?.body?.messages).toEqual([
+      { role: 'user', content: 'Do something bad' },
+      { role: 'assistant', content: REFUSAL },
       { role: 'user', content: 'Something else then' },
     ]);
   });
