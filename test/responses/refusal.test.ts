@@ -2,8 +2,9 @@
  * Refusals on the Responses bridge, through a real Gantry in front of a fake chat upstream: chat's
  * `message.refusal` / `delta.refusal` become the message item's refusal part (JSON, raw stream, the
  * official SDK's stream), an assistant refusal sent back reaches chat as its `refusal` field (in `input`
- * and through `previous_response_id`), and the safety layer checks a refusal like any other completion
- * text. Every body and event is checked against OpenAI's schemas.
+ * and through `previous_response_id`; an Anthropic model gets it as the assistant's text), and the safety
+ * layer checks a refusal like any other completion text (annotate reports it, block stops it). Every
+ * body and event is checked against OpenAI's schemas.
  */
 import OpenAI from 'openai';
 import type { ResponseStreamEvent } from 'openai/resources/responses/responses';
@@ -17,6 +18,7 @@ import { parseSse } from '../helpers/sse-events.js';
 const KEY = 'sk-upstream-0123456789';
 const BRIDGED = 'acme/bridged';
 const ANNOTATED = 'acme/bridged-annotate';
+const BLOCKED = 'acme/bridged-block';
 /** Bridged onto chat, served by Gantry's Anthropic adapter. */
 const CLAUDE = 'acme/claude';
 const REFUSAL = "I'm sorry, but I can't help with that request.";
@@ -34,6 +36,7 @@ const SCHEMA_OF: Record<string, string> = {
   'response.content_part.done': 'ResponseContentPartDoneEvent',
   'response.output_item.done': 'ResponseOutputItemDoneEvent',
   'response.completed': 'ResponseCompletedEvent',
+  'response.incomplete': 'ResponseIncompleteEvent',
 };
 
 let chat: FakeOpenAI;
@@ -66,6 +69,11 @@ models:
     name: Bridged onto chat, annotated
     type: text
     safety: annotate
+    routes: [{ provider: chat-only, model: plain-model }]
+  - namespace: ${BLOCKED}
+    name: Bridged onto chat, blocked
+    type: text
+    safety: block
     routes: [{ provider: chat-only, model: plain-model }]
   - namespace: ${CLAUDE}
     name: Claude, bridged
@@ -371,5 +379,32 @@ describe('the safety layer on a bridged refusal (annotate)', () => {
     const completion = completionEntry(response);
     expect(completion?.content_filter_results.violence?.severity).toMatch(/^(medium|high)$/);
     expect(completion?.content_filter_offsets.end_offset).toBe(VIOLENT.length);
+  });
+});
+
+describe('the safety layer on a bridged refusal (block)', () => {
+  it('never sends a flagged streamed refusal, and closes its part', async () => {
+    chat.enqueue({ refusal: `${REFUSAL} ${VIOLENT}.` });
+    const events = await streamed({ model: BLOCKED, input: 'Say something' });
+    expect(JSON.stringify(events)).not.toContain('kill');
+    const final = finalOf(events);
+    expect(events.at(-1)?.type).toBe('response.incomplete');
+    expect(final.incomplete_details).toEqual({ reason: 'content_filter' });
+    // The message and its refusal part are closed, holding only what was released.
+    const released = events
+      .filter((e) => e.type === 'response.refusal.delta')
+      .map((e) => e.delta)
+      .join('');
+    expect(types(events)).toContain('response.refusal.done');
+    expect(events.find((e) => e.type === 'response.refusal.done')?.refusal).toBe(released);
+    const message = (final.output as JsonObject[])[0];
+    expect(message).toMatchObject({
+      type: 'message',
+      status: 'incomplete',
+      content: [{ type: 'refusal', refusal: released }],
+    });
+    // The clean first sentence was checked and went out; the threat after it never did.
+    expect(released).toBe(REFUSAL);
+    expect(completionEntry(final)?.blocked).toBe(true);
   });
 });
