@@ -141,6 +141,8 @@ function assistantBlocks(m: JsonObject, where: string): AnthropicBlock[] {
   const blocks: AnthropicBlock[] = thinkingBlocks(m.thinking_blocks, `${where}.thinking_blocks`);
   // refusal parts are what the assistant said; Anthropic has no separate place for them.
   for (const text of textParts(m.content, where, ['text', 'refusal'])) blocks.push({ type: 'text', text });
+  // Nor for chat's own `refusal` field, where the Responses bridge sends a refusal back.
+  if (typeof m.refusal === 'string') blocks.push({ type: 'text', text: m.refusal });
   const calls = m.tool_calls;
   if (calls !== undefined && calls !== null) {
     if (!Array.isArray(calls))

@@ -13,8 +13,10 @@ import {
   newItemId,
   outcomeOf,
   reasoningItem,
+  refusalPart,
   responseObject,
   responseUsage,
+  textPart,
 } from './response.js';
 import { type ChatMessage, isObject, type ResponseMeta, reasoningOf } from './types.js';
 import { inputMessages, passthroughParams } from './validate.js';
@@ -86,13 +88,14 @@ function withoutKnownCalls(messages: ChatMessage[], previous: ChatMessage[]): Ch
 
 /**
  * A non-streamed chat.completion → the Response object: the reasoning item (reasoningOf),
- * the message item (left out when the model only called tools), then one function_call item per tool call.
+ * the message item (its text and refusal parts; left out when the model only called tools), then one
+ * function_call item per tool call.
  */
 export function chatCompletionToResponse(completion: JsonObject, meta: ResponseMeta): JsonObject {
   const choices = Array.isArray(completion.choices) ? completion.choices : [];
   const choice: unknown = choices.find((c: unknown) => isObject(c) && (c.index ?? 0) === 0) ?? choices[0];
   const message = isObject(choice) && isObject(choice.message) ? choice.message : {};
-  const text = typeof message.content === 'string' ? message.content : '';
+  const parts = messageParts(message);
   const reasoning = reasoningOf(message);
   const calls = Array.isArray(message.tool_calls) ? message.tool_calls.filter(isObject) : [];
   const outcome = outcomeOf(isObject(choice) ? choice.finish_reason : undefined);
@@ -102,7 +105,9 @@ export function chatCompletionToResponse(completion: JsonObject, meta: ResponseM
   if (reasoning !== '' || thinking.length > 0) {
     output.push(reasoningItem(id('rs'), outcome.status, reasoning, thinking));
   }
-  if (text !== '' || calls.length === 0) output.push(messageItem(id('msg'), outcome.status, text));
+  if (parts.length > 0 || calls.length === 0) {
+    output.push(messageItem(id('msg'), outcome.status, parts.length > 0 ? parts : [textPart('')]));
+  }
   for (const call of calls) {
     const fn = isObject(call.function) ? call.function : {};
     output.push(
@@ -119,4 +124,18 @@ export function chatCompletionToResponse(completion: JsonObject, meta: ResponseM
     output,
     usage: responseUsage(completion.usage),
   });
+}
+
+/**
+ * A chat message's content and refusal as Response content parts, in the order of the message's own
+ * fields (JSON.parse keeps it): chat has no order between them, the upstream's is the best there is.
+ */
+function messageParts(message: JsonObject): JsonObject[] {
+  const parts: JsonObject[] = [];
+  for (const [field, value] of Object.entries(message)) {
+    if (typeof value !== 'string' || value === '') continue;
+    if (field === 'content') parts.push(textPart(value));
+    else if (field === 'refusal') parts.push(refusalPart(value));
+  }
+  return parts;
 }

@@ -31,14 +31,13 @@ export function conversationItems(conversation: readonly ChatMessage[], response
     }
     if (m.role === 'assistant') {
       const text = typeof m.content === 'string' ? m.content : '';
-      if (text !== '' || !m.tool_calls) {
-        items.push({
-          id: idOf('msg'),
-          type: 'message',
-          role: 'assistant',
-          status: 'completed',
-          content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
-        });
+      const content: JsonObject[] = [];
+      if (text !== '' || (!m.tool_calls && !m.refusal)) {
+        content.push({ type: 'output_text', text, annotations: [], logprobs: [] });
+      }
+      if (m.refusal) content.push({ type: 'refusal', refusal: m.refusal });
+      if (content.length > 0) {
+        items.push({ id: idOf('msg'), type: 'message', role: 'assistant', status: 'completed', content });
       }
       for (const call of m.tool_calls ?? []) {
         items.push({

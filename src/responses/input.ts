@@ -155,28 +155,33 @@ function messageItem(item: Record<string, unknown>, where: string): ChatMessage 
     throw invalidParameter(`${where}.role`, `${where}.role must be one of ${[...INPUT_ROLES].join(', ')}`);
   }
   const chatRole = role as ChatMessage['role'];
-  return { role: chatRole, content: messageContent(item.content, chatRole, `${where}.content`) };
-}
-
-function messageContent(
-  content: unknown,
-  role: ChatMessage['role'],
-  where: string,
-): string | ChatContentPart[] {
-  if (typeof content === 'string') return content;
+  const content = item.content;
+  const at = `${where}.content`;
+  if (typeof content === 'string') return { role: chatRole, content };
   if (!Array.isArray(content) || content.length === 0) {
-    throw invalidParameter(where, `${where} must be a string or a non-empty array of content parts`);
+    throw invalidParameter(at, `${at} must be a string or a non-empty array of content parts`);
   }
-  const parts = content.map((part: unknown, j) => contentPart(part, role, `${where}[${j}]`));
-  if (parts.some((p) => p.type === 'image_url')) return parts;
-  const texts = parts.map((p) => (p.type === 'text' ? p.text : ''));
-  // Assistant parts are pieces of one answer (the SDK's output_text joins them the same way); input parts
-  // are separate blocks, kept apart as chat templates do with text parts.
-  return texts.join(role === 'assistant' ? '' : '\n');
+  const parts = content.map((part: unknown, j) => contentPart(part, chatRole, `${at}[${j}]`));
+  // Images come only in the roles that have no refusal parts.
+  if (parts.some((p) => p.type === 'image_url'))
+    return { role: chatRole, content: parts as ChatContentPart[] };
+  const texts = parts.flatMap((p) => (p.type === 'text' ? [p.text] : []));
+  // Input parts are separate blocks, kept apart as chat templates do with text parts.
+  if (chatRole !== 'assistant') return { role: chatRole, content: texts.join('\n') };
+  // Assistant parts are pieces of one answer (the SDK's output_text joins them the same way). A refusal
+  // goes to chat's own field for it, where chat completions returns it.
+  const message: ChatMessage = { role: chatRole, content: texts.join('') };
+  const refusal = parts.flatMap((p) => (p.type === 'refusal' ? [p.refusal] : [])).join('');
+  if (refusal !== '') message.refusal = refusal;
+  return message;
 }
 
 /** Mirrors OpenAI: assistant messages hold output_text/refusal parts, the other roles input_text/input_image. */
-function contentPart(part: unknown, role: ChatMessage['role'], where: string): ChatContentPart {
+function contentPart(
+  part: unknown,
+  role: ChatMessage['role'],
+  where: string,
+): ChatContentPart | { type: 'refusal'; refusal: string } {
   if (!isObject(part)) throw invalidParameter(where, `${where} must be a content part object`);
   const allowed = role === 'assistant' ? ['output_text', 'refusal'] : ['input_text', 'input_image'];
   const type = part.type;
@@ -192,7 +197,7 @@ function contentPart(part: unknown, role: ChatMessage['role'], where: string): C
   const text = part[field];
   if (typeof text !== 'string')
     throw invalidParameter(`${where}.${field}`, `${where}.${field} must be a string`);
-  return { type: 'text', text };
+  return type === 'refusal' ? { type: 'refusal', refusal: text } : { type: 'text', text };
 }
 
 /** input_image → chat's image_url part. Images by file_id need OpenAI's Files API, which Gantry does not have. */

@@ -102,8 +102,8 @@ export function reasoningPart(text: string): JsonObject {
 
 /**
  * The assistant turn the output items make, as a chat message for the response history: its text, its
- * tool calls, and the upstream's thinking blocks when there are any (the reasoning text itself is not
- * sent back: chat upstreams ask that it not be).
+ * refusal (chat's `refusal` field), its tool calls, and the upstream's thinking blocks when there are any
+ * (the reasoning text itself is not sent back: chat upstreams ask that it not be).
  */
 export function assistantTurn(output: readonly JsonObject[]): ChatMessage {
   const calls: ChatToolCall[] = [];
@@ -122,6 +122,8 @@ export function assistantTurn(output: readonly JsonObject[]): ChatMessage {
     calls.length === 0
       ? { role: 'assistant', content: text }
       : { role: 'assistant', content: text === '' ? null : text, tool_calls: calls };
+  const refusal = partsText(output, 'refusal');
+  if (refusal !== '') turn.refusal = refusal;
   if (thinking.length > 0) turn.thinking_blocks = thinking;
   return turn;
 }
@@ -130,15 +132,16 @@ export function textPart(text: string): JsonObject {
   return { type: 'output_text', annotations: [], logprobs: [], text };
 }
 
-/** The assistant message item; `text` undefined gives the empty item OpenAI announces before any part. */
-export function messageItem(id: string, status: ItemStatus, text?: string): JsonObject {
-  return {
-    id,
-    type: 'message',
-    status,
-    content: text === undefined ? [] : [textPart(text)],
-    role: 'assistant',
-  };
+export function refusalPart(refusal: string): JsonObject {
+  return { type: 'refusal', refusal };
+}
+
+/**
+ * The assistant message item: output_text and refusal parts, in the order the model wrote them. No
+ * parts gives the empty item OpenAI announces before any part.
+ */
+export function messageItem(id: string, status: ItemStatus, parts: JsonObject[] = []): JsonObject {
+  return { id, type: 'message', status, content: parts, role: 'assistant' };
 }
 
 /** Chat usage → Responses usage; undefined when the upstream reported none (rather than invented zeros). */
@@ -173,11 +176,17 @@ export interface ResponseState {
 
 /** The text of every output_text part, joined as the SDKs build their `output_text`. */
 function outputText(output: readonly JsonObject[]): string {
+  return partsText(output, 'output_text');
+}
+
+/** The texts of the message items' parts of one type (output_text: `text`, refusal: `refusal`), joined. */
+function partsText(output: readonly JsonObject[], type: 'output_text' | 'refusal'): string {
+  const field = type === 'refusal' ? 'refusal' : 'text';
   let text = '';
   for (const item of output) {
     if (item.type !== 'message' || !Array.isArray(item.content)) continue;
     for (const part of item.content) {
-      if (isObject(part) && part.type === 'output_text' && typeof part.text === 'string') text += part.text;
+      if (isObject(part) && part.type === type && typeof part[field] === 'string') text += part[field];
     }
   }
   return text;

@@ -8,23 +8,32 @@ import {
   outcomeOf,
   reasoningItem,
   reasoningPart,
+  refusalPart,
   responseObject,
   responseUsage,
   textPart,
 } from './response.js';
 import { isObject, type ResponseMeta, reasoningOf } from './types.js';
 
-/** Every item the bridge streams has at most one content part. */
+/** A reasoning item streams one content part. */
 const CONTENT_INDEX = 0;
+
+/** A part of the message item: output_text or refusal, and its text so far. */
+interface MessagePart {
+  kind: 'text' | 'refusal';
+  text: string;
+}
 
 /** An output item being streamed: what it has said so far, and how to announce and close it. */
 interface OpenItem {
-  /** `text`, `reasoning`, or `call:<slot>` (see slotOf). */
+  /** `message`, `reasoning`, or `call:<slot>` (see slotOf). */
   key: string;
   id: string;
   outputIndex: number;
-  /** Text, reasoning text, or function arguments so far. */
+  /** Reasoning text, or function arguments so far. */
   text: string;
+  /** The message only: its parts so far, the last one open. */
+  parts?: MessagePart[];
   /** Function calls only. */
   callId?: string;
   name?: string;
@@ -37,6 +46,7 @@ type Piece =
   | { kind: 'reasoning'; delta: string }
   | { kind: 'thinking'; blocks: unknown[] }
   | { kind: 'text'; delta: string }
+  | { kind: 'refusal'; delta: string }
   | { kind: 'call'; index: number; id?: string; name?: string; delta: string };
 
 /**
@@ -44,7 +54,8 @@ type Piece =
  * response.in_progress, then each output item in turn (output_item.added, its deltas and done events,
  * output_item.done), then response.completed (or response.incomplete) carrying the same items.
  *
- * Items: a `reasoning` item for chat's `reasoning_content`, a `message` item for the text, a
+ * Items: a `reasoning` item for chat's `reasoning_content`, a `message` item for the text and the
+ * refusal (an output_text and a refusal part, each at its own content_index, in the order they come), a
  * `function_call` item per tool call. One item is open at a time: the next one closes it, as OpenAI's
  * own streams do. An item is announced at its first delta, so an upstream that fails at once has
  * emitted no empty item; a stream with nothing at all still ends with one (empty) message item.
@@ -77,12 +88,12 @@ export async function* chatStreamToResponseEvents(
 
   function* opening(item: OpenItem): Generator<SseEvent> {
     const at = { item_id: item.id, output_index: item.outputIndex, content_index: CONTENT_INDEX };
-    if (item.key === 'text') {
+    if (item.key === 'message') {
+      // Its parts are announced as they begin (see messageDelta).
       yield event('response.output_item.added', {
         output_index: item.outputIndex,
         item: messageItem(item.id, 'in_progress'),
       });
-      yield event('response.content_part.added', { ...at, part: textPart('') });
     } else if (item.key === 'reasoning') {
       yield event('response.output_item.added', {
         output_index: item.outputIndex,
@@ -100,10 +111,11 @@ export async function* chatStreamToResponseEvents(
   function* closing(item: OpenItem, status: ItemStatus): Generator<SseEvent> {
     const at = { item_id: item.id, output_index: item.outputIndex, content_index: CONTENT_INDEX };
     let done: JsonObject;
-    if (item.key === 'text') {
-      done = messageItem(item.id, status, item.text);
-      yield event('response.output_text.done', { ...at, text: item.text, logprobs: [] });
-      yield event('response.content_part.done', { ...at, part: textPart(item.text) });
+    if (item.key === 'message') {
+      const parts = item.parts ?? [];
+      const last = parts.at(-1);
+      if (last) yield* closingPart(item, last, parts.length - 1);
+      done = messageItem(item.id, status, parts.map(partOf));
     } else if (item.key === 'reasoning') {
       done = reasoningItem(item.id, status, item.text, item.thinking);
       yield event('response.reasoning_text.done', { ...at, text: item.text });
@@ -121,10 +133,49 @@ export async function* chatStreamToResponseEvents(
     yield event('response.output_item.done', { output_index: item.outputIndex, item: done });
   }
 
+  function* closingPart(item: OpenItem, part: MessagePart, contentIndex: number): Generator<SseEvent> {
+    const at = { item_id: item.id, output_index: item.outputIndex, content_index: contentIndex };
+    if (part.kind === 'text') {
+      yield event('response.output_text.done', { ...at, text: part.text, logprobs: [] });
+    } else {
+      yield event('response.refusal.done', { ...at, refusal: part.text });
+    }
+    yield event('response.content_part.done', { ...at, part: partOf(part) });
+  }
+
+  /** A text or refusal delta: closing the message's open part and opening the piece's own when they differ. */
+  function* messageDelta(
+    item: OpenItem,
+    piece: { kind: MessagePart['kind']; delta: string },
+  ): Generator<SseEvent> {
+    const parts = item.parts ?? [];
+    item.parts = parts;
+    let part = parts.at(-1);
+    if (part?.kind !== piece.kind) {
+      if (part) yield* closingPart(item, part, parts.length - 1);
+      part = { kind: piece.kind, text: '' };
+      parts.push(part);
+      yield event('response.content_part.added', {
+        item_id: item.id,
+        output_index: item.outputIndex,
+        content_index: parts.length - 1,
+        part: partOf(part),
+      });
+    }
+    if (piece.delta === '') return;
+    part.text += piece.delta;
+    const at = { item_id: item.id, output_index: item.outputIndex, content_index: parts.length - 1 };
+    if (piece.kind === 'text') {
+      yield event('response.output_text.delta', { ...at, delta: piece.delta, logprobs: [] });
+    } else {
+      yield event('response.refusal.delta', { ...at, delta: piece.delta });
+    }
+  }
+
   /** The events for one piece: closing the open item and opening the piece's own when they differ. */
   function* take(piece: Piece): Generator<SseEvent> {
     const slot = piece.kind === 'call' ? slotOf(piece) : -1;
-    const key = piece.kind === 'call' ? `call:${slot}` : piece.kind === 'thinking' ? 'reasoning' : piece.kind;
+    const key = piece.kind === 'call' ? `call:${slot}` : itemKey(piece.kind);
     if (open?.key !== key) {
       if (piece.kind === 'call' && seenCalls.has(slot)) {
         throw new GantryError('UPSTREAM_ERROR', {
@@ -146,18 +197,14 @@ export async function* chatStreamToResponseEvents(
       item.thinking = [...(item.thinking ?? []), ...piece.blocks];
       return;
     }
+    if (piece.kind === 'text' || piece.kind === 'refusal') {
+      yield* messageDelta(item, piece);
+      return;
+    }
     if (piece.kind === 'call' && piece.name && !item.name) item.name = piece.name;
     if (piece.delta === '') return;
     item.text += piece.delta;
-    if (piece.kind === 'text') {
-      yield event('response.output_text.delta', {
-        item_id: item.id,
-        output_index: item.outputIndex,
-        content_index: CONTENT_INDEX,
-        delta: piece.delta,
-        logprobs: [],
-      });
-    } else if (piece.kind === 'reasoning') {
+    if (piece.kind === 'reasoning') {
       yield event('response.reasoning_text.delta', {
         item_id: item.id,
         output_index: item.outputIndex,
@@ -206,8 +253,17 @@ export async function* chatStreamToResponseEvents(
 }
 
 function itemPrefix(kind: Piece['kind']): 'msg' | 'rs' | 'fc' {
-  if (kind === 'text') return 'msg';
+  if (kind === 'text' || kind === 'refusal') return 'msg';
   return kind === 'call' ? 'fc' : 'rs';
+}
+
+/** The item a piece belongs to, but for calls (one item each, see slotOf). */
+function itemKey(kind: Exclude<Piece['kind'], 'call'>): 'message' | 'reasoning' {
+  return kind === 'text' || kind === 'refusal' ? 'message' : 'reasoning';
+}
+
+function partOf(part: MessagePart): JsonObject {
+  return part.kind === 'text' ? textPart(part.text) : refusalPart(part.text);
 }
 
 function callItem(item: OpenItem, status: ItemStatus): JsonObject {
@@ -219,7 +275,7 @@ function callItem(item: OpenItem, status: ItemStatus): JsonObject {
 }
 
 /**
- * A chat delta's pieces: reasoning (see reasoningOf), text, then
+ * A chat delta's pieces: reasoning (see reasoningOf), text, refusal, then
  * tool call deltas in OpenAI's form (index; id, type and name on a call's first delta; arguments in pieces).
  */
 function piecesOf(delta: unknown): Piece[] {
@@ -233,6 +289,9 @@ function piecesOf(delta: unknown): Piece[] {
   }
   if (typeof delta.content === 'string' && delta.content !== '') {
     pieces.push({ kind: 'text', delta: delta.content });
+  }
+  if (typeof delta.refusal === 'string' && delta.refusal !== '') {
+    pieces.push({ kind: 'refusal', delta: delta.refusal });
   }
   if (Array.isArray(delta.tool_calls)) {
     delta.tool_calls.forEach((call: unknown, position) => {

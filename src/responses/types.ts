@@ -23,6 +23,8 @@ export interface ChatMessage {
   tool_calls?: ChatToolCall[];
   /** On a `tool` message: the call it answers. */
   tool_call_id?: string;
+  /** On an assistant message: what the model said in refusing, chat's own field for it. */
+  refusal?: string;
   /**
    * On an assistant message: the upstream's signed thinking blocks (Gantry's Anthropic adapter, as
    * LiteLLM does), sent back unchanged on the next turn, which Anthropic requires around tool use.

@@ -66,6 +66,12 @@ export interface FakeBehavior {
    * the message, or streamed one word per delta before the answer.
    */
   reasoning?: string;
+  /**
+   * Chat only: the model refuses, saying this in `message.refusal`, streamed one word per `delta.refusal`.
+   * Content is null, unless `reply` or `pieces` give text too: then the text comes first, as OpenAI
+   * orders the message's fields.
+   */
+  refusal?: string;
   /** Replace the response's Content-Type header (e.g. `application/json` for a stream request). */
   contentType?: string;
 }
@@ -240,7 +246,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         param: 'messages',
       });
     }
-    const whole = b.reply ?? (b.pieces ? b.pieces.join('') : fakeReply(lastChatUserText(messages)));
+    const refusal = b.refusal;
+    const refusalOnly = refusal !== undefined && b.reply === undefined && b.pieces === undefined;
+    const whole = refusalOnly
+      ? ''
+      : (b.reply ?? (b.pieces ? b.pieces.join('') : fakeReply(lastChatUserText(messages))));
     // The fake's model goes on where the prefill stops when the prefill is the start of its answer.
     const text =
       continued !== undefined && whole.startsWith(continued) ? whole.slice(continued.length) : whole;
@@ -255,7 +265,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     const completionTokens =
       (calls.length > 0
         ? calls.reduce<number>((n, c) => n + countWords(c.arguments) + 1, 0)
-        : pieces.length) + (reasoning === undefined ? 0 : countWords(reasoning));
+        : pieces.length) +
+      (reasoning === undefined ? 0 : countWords(reasoning)) +
+      (refusal === undefined ? 0 : countWords(refusal));
     const usage = {
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
@@ -285,7 +297,12 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
                 function: { name: call.name, arguments: call.arguments },
               })),
             }
-          : { role: 'assistant', content: pieces.join(''), refusal: null, annotations: [] };
+          : {
+              role: 'assistant',
+              content: refusalOnly ? null : pieces.join(''),
+              refusal: refusal ?? null,
+              annotations: [],
+            };
       if (reasoning !== undefined) message.reasoning_content = reasoning;
       return sendBody(ctx, 200, {
         id,
@@ -320,7 +337,11 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     });
 
     const frames: string[] = [];
-    const roleDelta: JsonObject = { role: 'assistant', content: calls.length > 0 ? null : '', refusal: null };
+    const roleDelta: JsonObject = {
+      role: 'assistant',
+      content: calls.length > 0 || refusalOnly ? null : '',
+      refusal: null,
+    };
     let roleSent = false;
     if (reasoning !== undefined) {
       frames.push(chunk([choice(roleDelta)]));
@@ -346,6 +367,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     } else {
       if (!roleSent) frames.push(chunk([choice(roleDelta)]));
       for (const piece of pieces) frames.push(chunk([choice({ content: piece })]));
+      for (const piece of replyPieces(refusal ?? '')) frames.push(chunk([choice({ refusal: piece })]));
     }
     frames.push(chunk([choice({}, finishReason)]));
     if (includeUsage) frames.push(chunk([], { usage }));

@@ -95,7 +95,8 @@ describe('responsesToChat', () => {
       { role: 'developer', content: 'Rules.' },
       { role: 'user', content: 'Part one.\nPart two.' },
       { role: 'assistant', content: 'Answer' },
-      { role: 'assistant', content: 'No.' },
+      // A refusal part goes to chat's own field for it.
+      { role: 'assistant', content: '', refusal: 'No.' },
       { role: 'user', content: 'Again' },
     ]);
   });
@@ -193,6 +194,30 @@ describe('chatCompletionToResponse', () => {
       status: 'completed',
       role: 'assistant',
       content: [{ type: 'output_text', text: 'Hello there', annotations: [], logprobs: [] }],
+    });
+  });
+
+  it('keeps a refusal as a refusal part, beside the text in the order of the message’s fields', () => {
+    const withMessage = (message: JsonObject) =>
+      chatCompletionToResponse(
+        { ...completion(null, 'stop'), choices: [{ index: 0, message, finish_reason: 'stop' }] },
+        meta(),
+      );
+    const refused = withMessage({ role: 'assistant', content: null, refusal: 'No.' });
+    assertOpenAISchema('Response', refused);
+    expect((refused.output as JsonObject[])[0]?.content).toEqual([{ type: 'refusal', refusal: 'No.' }]);
+    expect(refused.output_text).toBe('');
+    const refusalFirst = withMessage({ role: 'assistant', refusal: 'Not that.', content: 'This instead.' });
+    assertOpenAISchema('Response', refusalFirst);
+    expect((refusalFirst.output as JsonObject[])[0]?.content).toEqual([
+      { type: 'refusal', refusal: 'Not that.' },
+      { type: 'output_text', text: 'This instead.', annotations: [], logprobs: [] },
+    ]);
+    // The turn kept as history carries the refusal in chat's own field.
+    expect(assistantTurn(refusalFirst.output as JsonObject[])).toEqual({
+      role: 'assistant',
+      content: 'This instead.',
+      refusal: 'Not that.',
     });
   });
 

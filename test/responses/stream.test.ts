@@ -20,6 +20,8 @@ const SCHEMA_OF: Record<string, string> = {
   'response.function_call_arguments.done': 'ResponseFunctionCallArgumentsDoneEvent',
   'response.reasoning_text.delta': 'ResponseReasoningTextDeltaEvent',
   'response.reasoning_text.done': 'ResponseReasoningTextDoneEvent',
+  'response.refusal.delta': 'ResponseRefusalDeltaEvent',
+  'response.refusal.done': 'ResponseRefusalDoneEvent',
 };
 
 /** One chat chunk with choice 0's delta, as OpenAI-compatible upstreams send it. */
@@ -389,5 +391,48 @@ describe('chatStreamToResponseEvents', () => {
       ],
       thinking_blocks: blocks,
     });
+  });
+
+  it('streams a refusal before text as two parts of one message, then closes it for a tool call', async () => {
+    const { events } = await run([
+      deltaChunk({ role: 'assistant', content: null, refusal: null }),
+      deltaChunk({ refusal: 'Not ' }),
+      deltaChunk({ refusal: 'that.' }),
+      deltaChunk({ content: 'This instead.' }),
+      ...callChunks(0, 'call_a', 'get_weather', ['{"city":"Oslo"}']),
+      deltaChunk({}, 'tool_calls'),
+    ]);
+    checkEvents(events);
+    expect(types(events)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.refusal.delta',
+      'response.refusal.delta',
+      'response.refusal.done',
+      'response.content_part.done',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(events.slice(3, 8).map((e) => e.data.content_index)).toEqual([0, 0, 0, 0, 0]);
+    expect(events.slice(8, 12).map((e) => e.data.content_index)).toEqual([1, 1, 1, 1]);
+    expect(events[3]?.data.part).toEqual({ type: 'refusal', refusal: '' });
+    expect(events[8]?.data.part).toEqual({ type: 'output_text', annotations: [], logprobs: [], text: '' });
+    const output = finalOf(events).output as JsonObject[];
+    expect(output.map((o) => o.type)).toEqual(['message', 'function_call']);
+    expect(output[0]?.content).toEqual([
+      { type: 'refusal', refusal: 'Not that.' },
+      { type: 'output_text', annotations: [], logprobs: [], text: 'This instead.' },
+    ]);
+    expect(assistantTurn(output)).toMatchObject({ content: 'This instead.', refusal: 'Not that.' });
   });
 });
