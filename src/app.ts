@@ -78,6 +78,9 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   const app: FastifyInstance = Fastify({
     logger: options.logger ?? loggerOptions(config.server.logLevel),
     bodyLimit: config.server.bodyLimitBytes,
+    // request.ip and request.protocol (sign-in throttle, subscription limits, Secure cookies) read the
+    // forwarded headers only from the proxies the operator names.
+    trustProxy: config.server.trustProxy,
     // One log line per request (our onResponse hook) instead of fastify's two.
     logController: new LogController({ disableRequestLogging: true }),
     requestIdHeader: 'x-request-id',

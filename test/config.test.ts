@@ -135,6 +135,27 @@ describe('configuration of limits, credits and metering', () => {
     );
   });
 
+  it('reads server.trust_proxy: off by default, true, or addresses and ranges checked at load', () => {
+    const trust = (value: string) =>
+      parseConfig(`server: { trust_proxy: ${value} }\n${MINIMAL}`, 'gantry.yaml', { UP_KEY: 'k' }).server
+        .trustProxy;
+    expect(parseConfig(MINIMAL, 'gantry.yaml', { UP_KEY: 'k' }).server.trustProxy).toBe(false);
+    expect(trust('true')).toBe(true);
+    expect(trust('[10.0.0.0/8, "::1", loopback, "2001:db8::/32"]')).toEqual([
+      '10.0.0.0/8',
+      '::1',
+      'loopback',
+      '2001:db8::/32',
+    ]);
+    expect(problem(`server: { trust_proxy: [10.0.0.0/33] }\n${MINIMAL}`)).toContain(
+      '/server/trust_proxy/0: "10.0.0.0/33" is not an IP address, a CIDR range',
+    );
+    expect(problem(`server: { trust_proxy: [proxy.internal] }\n${MINIMAL}`)).toContain(
+      '/server/trust_proxy/0',
+    );
+    expect(problem(`server: { trust_proxy: 2 }\n${MINIMAL}`)).toContain('/server/trust_proxy');
+  });
+
   it('reads tiers, limits, credits, usage and metrics settings with defaults', () => {
     const config = parseConfig(
       `${MINIMAL}

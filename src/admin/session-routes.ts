@@ -12,7 +12,8 @@ import { type SessionClaims, sessionCookie } from './session.js';
 
 /**
  * Failed sign-ins one client address may make per minute before it is refused for the rest of it. Counted
- * per instance, by the address the connection comes from (behind a reverse proxy: the proxy's).
+ * per instance, by the client's address (request.ip: the connection's, or the one a proxy named in
+ * `server.trust_proxy` forwarded).
  */
 const FAILED_SIGN_INS_PER_MINUTE = 10;
 /** Client addresses tracked at most: past it the oldest is forgotten, never every one at once. */

@@ -1,4 +1,5 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -124,6 +125,7 @@ interface RawConfig extends RawWeb {
     request_timeout_ms?: number;
     keep_alive_timeout_ms?: number;
     max_connections_per_ip?: number;
+    trust_proxy?: boolean | string[];
     callback_body_limit_bytes?: number;
     shutdown_timeout_seconds?: number;
   };
@@ -408,9 +410,32 @@ function buildServer(
     requestTimeoutMs,
     keepAliveTimeoutMs: raw.keep_alive_timeout_ms ?? 72_000,
     maxConnectionsPerIp: raw.max_connections_per_ip ?? 1024,
+    trustProxy: trustedProxies(raw.trust_proxy, fail),
     callbackBodyLimitBytes: raw.callback_body_limit_bytes ?? 64 * 1024 * 1024,
     shutdownTimeoutMs: (raw.shutdown_timeout_seconds ?? 10) * 1000,
   };
+}
+
+/** The names fastify's proxy matching knows for address ranges, besides addresses and CIDR ranges. */
+const PROXY_RANGE_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+function trustedProxies(
+  raw: boolean | string[] | undefined,
+  fail: (where: string, problem: string) => never,
+): boolean | string[] {
+  if (!Array.isArray(raw)) return raw ?? false;
+  raw.forEach((entry, i) => {
+    const [address = '', bits, extra] = entry.split('/');
+    const family = isIP(address);
+    const prefixOk =
+      bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (family === 6 ? 128 : 32));
+    if (PROXY_RANGE_NAMES.has(entry) || (family !== 0 && prefixOk && extra === undefined)) return;
+    fail(
+      `/server/trust_proxy/${i}`,
+      `"${entry}" is not an IP address, a CIDR range (10.0.0.0/8) or one of loopback, linklocal, uniquelocal`,
+    );
+  });
+  return raw;
 }
 
 function mergeTimeouts(base: ProviderTimeouts, raw: RawTimeouts | undefined): ProviderTimeouts {

@@ -274,6 +274,12 @@ export const configSchema = {
         request_timeout_ms: { type: 'integer', minimum: 100 },
         keep_alive_timeout_ms: { type: 'integer', minimum: 100 },
         max_connections_per_ip: { type: 'integer', minimum: 0 },
+        trust_proxy: {
+          anyOf: [
+            { type: 'boolean' },
+            { type: 'array', items: { type: 'string', minLength: 1 }, minItems: 1 },
+          ],
+        },
         callback_body_limit_bytes: { type: 'integer', minimum: 1024 },
         shutdown_timeout_seconds: { type: 'number', minimum: 0.1 },
       },

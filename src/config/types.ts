@@ -184,6 +184,11 @@ export interface ServerSettings {
   keepAliveTimeoutMs: number;
   /** Open connections from one client address; the next one is refused with 429 (0: no cap). */
   maxConnectionsPerIp: number;
+  /**
+   * Which proxies in front of Gantry to believe about the client (X-Forwarded-For, X-Forwarded-Proto):
+   * none (false), every one (true), or those at these addresses and CIDR ranges (README, "server").
+   */
+  trustProxy: boolean | string[];
   /** Largest body of a backend's callback (Cog webhooks carry output files inline as data: URLs). */
   callbackBodyLimitBytes: number;
   /** How long SIGTERM waits for running requests and streams before ending them. */

@@ -210,6 +210,51 @@ describe('the sign-in throttle', () => {
     expect(await signInFrom('10.1.0.2', g.key)).toBe(200);
   });
 
+  it('counts the proxy as the client unless server.trust_proxy names it', async () => {
+    const proxy = '10.9.0.1';
+    const viaProxy = async (gantry: TestGantry, client: string, key: string) =>
+      (
+        await gantry.app.inject({
+          method: 'POST',
+          url: '/admin/v1/session',
+          remoteAddress: proxy,
+          headers: { 'x-forwarded-for': client },
+          payload: { key },
+        })
+      ).statusCode;
+    // Not trusted (the default): every client behind the proxy shares the proxy's count.
+    for (let i = 0; i < 10; i++) expect(await viaProxy(g, `192.0.2.${i}`, 'wrong')).toBe(401);
+    expect(await viaProxy(g, '192.0.2.200', g.key)).toBe(429);
+
+    const trusting = await startGantry(
+      `server:\n  trust_proxy: [${proxy}, "2001:db8::/32"]\n${LOCAL_CONFIG}`,
+      {
+        GANTRY_ADMIN_KEY: ADMIN_KEY,
+      },
+    );
+    try {
+      for (let i = 0; i < 10; i++) expect(await viaProxy(trusting, '192.0.2.1', 'wrong')).toBe(401);
+      expect(await viaProxy(trusting, '192.0.2.1', 'wrong')).toBe(429);
+      // Another client behind the trusted proxy is counted apart.
+      expect(await viaProxy(trusting, '192.0.2.2', trusting.key)).toBe(200);
+      // A connection that is not the proxy cannot pick its address with the header.
+      const direct = async (key: string) =>
+        (
+          await trusting.app.inject({
+            method: 'POST',
+            url: '/admin/v1/session',
+            remoteAddress: '198.51.100.7',
+            headers: { 'x-forwarded-for': `192.0.2.${Math.floor(Math.random() * 250)}` },
+            payload: { key },
+          })
+        ).statusCode;
+      for (let i = 0; i < 10; i++) expect(await direct('wrong')).toBe(401);
+      expect(await direct(trusting.key)).toBe(429);
+    } finally {
+      await trusting.close();
+    }
+  });
+
   it('forgets the oldest addresses past 10,000, never the recent ones', async () => {
     for (let i = 0; i < 10_000; i++) {
       expect(await signInFrom(`10.2.${i >> 8}.${i & 255}`, 'wrong')).toBe(401);
