@@ -7,12 +7,13 @@ import {
   type ActiveSafety,
   activeSafety,
   blockedPromptError,
+  type ClassifierEntry,
   checkPrompt,
+  countedCheck,
   newSafetyOutcome,
   type PromptPart,
-  recordCheck,
 } from '../safety/engine.js';
-import type { SafetyPolicy } from '../safety/policy.js';
+import { PRESET_POLICIES, type SafetyPolicy } from '../safety/policy.js';
 import { redactorFor } from '../safety/redact.js';
 import { newUsageId, safetyUsageFields } from '../usage/index.js';
 import { parseWebhookEvents } from '../webhooks/events.js';
@@ -168,7 +169,7 @@ export async function createPrediction(
   // The prompt check, before anything is stored or queued: a blocked prompt leaves no prediction.
   let input = checked.input;
   let safety: PredictionSafety | undefined;
-  const active = activeSafety(deps.safety, entry.namespace, principal);
+  const active = activeSafety(deps.safety, entry.namespace, principal) ?? askedFor(deps, request);
   if (active !== undefined && !optedOut(request, active.policy)) {
     const checkedPrompt = await checkPredictionPrompt(deps, principal, request, entry, active, input);
     input = checkedPrompt.input;
@@ -315,6 +316,20 @@ export function promptFieldsOf(schema: Record<string, unknown>, validator: Input
 }
 
 /**
+ * A client that asks for the check (`safety_check: true` or `safety_checker: true`) where the policy is
+ * off gets it annotated by the built-in classifier: the results in `metadata.safety`, nothing blocked.
+ */
+function askedFor(deps: PredictionDeps, request: JsonObject): ActiveSafety | undefined {
+  if (request.safety_check !== true && request.safety_checker !== true) return undefined;
+  const offline = deps.safety.classifiers.get('offline') as ClassifierEntry;
+  return {
+    policy: PRESET_POLICIES.annotate as SafetyPolicy,
+    classifier: offline.classifier,
+    onFailure: 'open',
+  };
+}
+
+/**
  * `safety_check: false` (or `safety_checker: false`, the other spelling) skips the check under a policy
  * that only annotates; a policy that blocks or redacts always runs: the operator's choice, not the client's.
  */
@@ -359,17 +374,15 @@ async function checkPredictionPrompt(
   const parts: PromptPart[] = fields.map((f) => ({ text: input[f] as string, source: 'prompt' }));
   // What was masked is no longer in the checked text: `pii` is reported detected all the same.
   const known: Findings | undefined = masked > 0 ? { harm: {}, detected: { pii: true } } : undefined;
-  const check = await checkPrompt(active, parts, undefined, known);
   const outcome = newSafetyOutcome();
   outcome.redacted = masked;
-  recordCheck(
+  const check = await countedCheck(
     deps.metrics,
     outcome,
     'predictions',
     'prompt',
     active.classifier.name,
-    check,
-    (performance.now() - startedAt) / 1000,
+    () => checkPrompt(active, parts, undefined, known),
   );
   if (check.blocked) {
     const error = blockedPromptError(check);

@@ -225,7 +225,14 @@ export async function countedCheck(
   run: () => Promise<SafetyCheck>,
 ): Promise<SafetyCheck> {
   const started = performance.now();
-  const check = await run();
+  let check: SafetyCheck;
+  try {
+    check = await run();
+  } catch (err) {
+    // A classifier down under a policy that fails closed: the request ends in a 503, counted as an error.
+    metrics.safetyCheckDone(api, stage, classifier, 'error', (performance.now() - started) / 1000);
+    throw err;
+  }
   recordCheck(metrics, outcome, api, stage, classifier, check, (performance.now() - started) / 1000);
   return check;
 }

@@ -158,5 +158,9 @@ describe('a remote classifier that is down under on_failure: closed', () => {
     expect(fake.requests.length).toBeGreaterThan(0);
     for (const request of fake.requests) expect(request.rawBody.toString()).not.toContain(EMAIL);
     expect(await gantry.gantry.predictions.deps.store.unfinished(100)).toEqual(before);
+    // The failed check is counted as an error, like one that fails open.
+    expect(await metricsText()).toMatch(
+      /gantry_safety_checks_total\{api="predictions",stage="prompt",classifier="[^"]+",outcome="error"\} [1-9]/,
+    );
   });
 });

@@ -301,6 +301,22 @@ describe('an annotated prompt', () => {
     expect(record.safety_flags).toEqual([]);
     expect(record.safety_action).toBeNull();
   });
+
+  it('runs, annotating, where the policy is off when the client asks with safety_check: true', async () => {
+    for (const flag of ['safety_check', 'safety_checker']) {
+      const created = await create({ model: OFF, input: { prompt: VIOLENT }, [flag]: true });
+      expect(created.status, created.text).toBe(200);
+      expect(created.body.metadata.safety?.policy).toBe('annotate');
+      expect(created.body.metadata.safety?.prompt?.content_filter_results.violence).toMatchObject({
+        filtered: false,
+        severity: expect.stringMatching(/^(medium|high)$/),
+      });
+      const finished = await done(created.body.id);
+      expect(finished.status).toBe('succeeded');
+      // The image output is checked too, as under an annotate policy.
+      expect(finished.metadata.safety?.output?.content_filter_results).toHaveProperty('sexual');
+    }
+  });
 });
 
 describe('a redact policy', () => {
