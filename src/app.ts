@@ -41,6 +41,7 @@ import { registerPredictionRoutes } from './routes/predictions.js';
 import { registerResponsesRoutes } from './routes/responses.js';
 import { createRouting } from './routing/setup.js';
 import type { Safety } from './safety/engine.js';
+import { keyPoliciesById } from './safety/policy.js';
 import { buildClassifiers, closeClassifiers } from './safety/registry.js';
 import { createServices } from './services.js';
 import { registerStatusRoutes } from './status/routes.js';
@@ -115,6 +116,8 @@ export async function buildApp(config: GantryConfig, store: SqliteStore, options
   const catalog = new Catalog(config.models, Math.floor(Date.now() / 1000));
   const safety: Safety = {
     table: config.safety.table,
+    // Read once the config's keys are stored: a key policy follows the key, not its name (README, "Policies").
+    byKeyId: keyPoliciesById(config.safety.table, (hash) => store.findKeyByHash(hash)?.key.id),
     classifiers: buildClassifiers(config.safety.classifiers),
     streamWindowChars: config.safety.streamWindowChars,
   };

@@ -32,6 +32,15 @@ export function syncAccounts(store: Store, config: GantryConfig): void {
 }
 
 /**
+ * Whether the config declares a key of this name in this account. New keys may not take such a name: a
+ * key's policy follows the key itself, but two keys of one name would still read alike in every log,
+ * audit entry and listing.
+ */
+export function isConfigKeyName(config: GantryConfig, account: string, name: string): boolean {
+  return config.accounts.some((a) => a.name === account && a.keys.some((k) => k.name === name));
+}
+
+/**
  * On first start (no account at all) creates the `default` account with one key and returns that key so
  * it can be printed once. GANTRY_BOOTSTRAP_KEY chooses the key instead, and is (re)registered on every
  * start, so scripts can rely on it (checked by bootstrapKeyProblem first). Returns the key only when Gantry

@@ -5,7 +5,13 @@ import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { generateKey, hashKey, keyPrefix } from './auth/keys.js';
-import { bootstrapAccount, bootstrapKeyProblem, DEFAULT_ACCOUNT, syncAccounts } from './bootstrap.js';
+import {
+  bootstrapAccount,
+  bootstrapKeyProblem,
+  DEFAULT_ACCOUNT,
+  isConfigKeyName,
+  syncAccounts,
+} from './bootstrap.js';
 import { ConfigError, loadConfig, resolveConfigPath } from './config/load.js';
 import type { GantryConfig } from './config/types.js';
 import { GantryError } from './errors.js';
@@ -381,10 +387,17 @@ function keys(
     switch (sub) {
       case 'create': {
         const name = accountName ?? DEFAULT_ACCOUNT;
+        const newName = keyName ?? 'cli';
+        if (isConfigKeyName(config, name, newName)) {
+          process.stderr.write(
+            `gantry: the config declares a key named "${newName}" in account "${name}": choose another --name\n`,
+          );
+          return 1;
+        }
         const tier = Object.keys(config.tiers)[0] ?? 'default';
         const account = store.getAccountByName(name) ?? store.upsertAccount(name, tier, 'active');
         const key = generateKey();
-        const record = store.addKey(account.id, keyName ?? 'cli', hashKey(key), keyPrefix(key));
+        const record = store.addKey(account.id, newName, hashKey(key), keyPrefix(key));
         process.stdout.write(`${key}\n`);
         process.stderr.write(`key ${record.id} "${record.name}" for account "${name}" (shown once)\n`);
         return 0;

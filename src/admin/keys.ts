@@ -1,10 +1,12 @@
 /**
  * API keys in the admin API (README, "Admin API"): listed with their last use, created (the key is in the
- * creation's answer only; Gantry keeps its SHA-256), revoked. In distributed mode a new key is relayed to
- * every instance and a revocation refused everywhere as soon as it is heard (auth/changes.ts).
+ * creation's answer only; Gantry keeps its SHA-256; a name the config gives a key of the account is
+ * refused), revoked. In distributed mode a new key is relayed to every instance and a revocation refused
+ * everywhere as soon as it is heard (auth/changes.ts).
  */
 import type { FastifyInstance } from 'fastify';
 import { generateKey, hashKey, keyPrefix } from '../auth/keys.js';
+import { isConfigKeyName } from '../bootstrap.js';
 import type { Gantry } from '../context.js';
 import { GantryError } from '../errors.js';
 import type { ApiKeyRecord } from '../store/types.js';
@@ -69,6 +71,13 @@ export function registerKeyRoutes(app: FastifyInstance, gantry: Gantry): void {
       const scope = scopeOf(request);
       const account = visibleAccount(gantry, scope, request.params.id);
       const name = readName(bodyOf(request).name, 'name');
+      if (isConfigKeyName(gantry.config, account.name, name)) {
+        throw new GantryError('CONFLICT', {
+          message: `A key named ${JSON.stringify(name)} is declared for this account in the config`,
+          param: 'name',
+          details: 'Choose another name: the names of the keys in the config are reserved.',
+        });
+      }
       const key = generateKey();
       const hash = hashKey(key);
       const record = gantry.store.addKey(account.id, name, hash, keyPrefix(key));

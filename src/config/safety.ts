@@ -2,6 +2,7 @@
  * `safety` in the config → the policy table and the remote classifiers (README, "Safety"). Every policy
  * and classifier name a model, account or key gives is checked here, at start.
  */
+import { hashKey } from '../auth/keys.js';
 import type { HARM_CATEGORIES, PiiKind } from '../safety/categories.js';
 import { DEFAULT_CUTOFFS, type SexualCutoffs } from '../safety/image/mapping.js';
 import {
@@ -75,6 +76,14 @@ export function buildSafety(
   const policies = new Map<string, SafetyPolicy>(Object.entries(PRESET_POLICIES));
   for (const [name, p] of Object.entries(raw.policies ?? {})) {
     if (name in PRESET_POLICIES) fail(`/safety/policies/${name}`, `"${name}" is a preset policy's name`);
+    // `off` runs nothing, so these would silently do nothing: most likely the mode is the mistake.
+    const inert = (['classifier', 'redact', 'thresholds', 'filter'] as const).find((k) => p[k] !== undefined);
+    if (p.mode === 'off' && inert !== undefined) {
+      fail(
+        `/safety/policies/${name}/${inert}`,
+        `a policy with mode "off" runs nothing, so its ${inert} would never apply: remove it or use mode annotate or block`,
+      );
+    }
     const classifier = p.classifier ?? 'offline';
     if (!classifierNames.has(classifier)) {
       fail(`/safety/policies/${name}/classifier`, `unknown classifier "${classifier}"`);
@@ -99,17 +108,23 @@ export function buildSafety(
     if (known(`/models/${i}/safety`, m.safety) !== undefined) byModel.set(m.namespace, m.safety as string);
   });
   const byAccount = new Map<string, string>();
-  const byKey = new Map<string, string>();
+  const byKeyHash = new Map<string, string>();
+  const keyPaths = new Map<string, string>();
   accounts.forEach((a, i) => {
     if (known(`/accounts/${i}/safety`, a.safety) !== undefined) byAccount.set(a.name, a.safety as string);
     a.keys.forEach((k, j) => {
-      if (known(`/accounts/${i}/keys/${j}/safety`, k.safety) !== undefined) {
-        byKey.set(`${a.name}\0${k.name}`, k.safety as string);
-      }
+      const where = `/accounts/${i}/keys/${j}`;
+      const hash = hashKey(k.key);
+      // One key is one stored key (the first declaration wins there): a second one could not apply.
+      const first = keyPaths.get(hash);
+      if (first !== undefined)
+        fail(`${where}/key_env`, `the same key as ${first} (every key must be distinct)`);
+      keyPaths.set(hash, where);
+      if (known(`${where}/safety`, k.safety) !== undefined) byKeyHash.set(hash, k.safety as string);
     });
   });
   return {
-    table: { policies, defaultPolicy, byModel, byAccount, byKey },
+    table: { policies, defaultPolicy, byModel, byAccount, byKeyHash },
     classifiers,
     streamWindowChars: raw.stream_window_chars ?? 400,
     imageCutoffs: imageCutoffs(raw.image, fail),

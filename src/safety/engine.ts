@@ -27,6 +27,8 @@ export interface ClassifierEntry {
 /** The safety layer of one Gantry instance. */
 export interface Safety {
   table: PolicyTable;
+  /** The config's key policies by the keys' store ids (keyPoliciesById). */
+  byKeyId: ReadonlyMap<string, string>;
   classifiers: ReadonlyMap<string, ClassifierEntry>;
   /** Characters of a blocked-mode stream held back until they are checked (README, "Safety"). */
   streamWindowChars: number;
@@ -43,7 +45,7 @@ export interface ActiveSafety {
 export function activeSafety(
   safety: Safety,
   model: string,
-  principal: { account: { name: string }; key: { name: string } },
+  principal: { account: { name: string }; key: { id: string } },
 ): ActiveSafety | undefined {
   const table = safety.table;
   // A config that names no policy anywhere (the common case) costs four reads, not the key's lookup.
@@ -51,11 +53,11 @@ export function activeSafety(
     table.defaultPolicy === 'off' &&
     table.byModel.size === 0 &&
     table.byAccount.size === 0 &&
-    table.byKey.size === 0
+    safety.byKeyId.size === 0
   ) {
     return undefined;
   }
-  const policy = resolvePolicy(table, model, principal.account.name, principal.key.name);
+  const policy = resolvePolicy(table, safety.byKeyId, model, principal.account.name, principal.key.id);
   if (policy.mode === 'off') return undefined;
   // config/load.ts checks every classifier name at start.
   const entry = safety.classifiers.get(policy.classifier) as ClassifierEntry;

@@ -65,19 +65,46 @@ export interface PolicyTable {
   policies: ReadonlyMap<string, SafetyPolicy>;
   /** Policy name for models that name none. */
   defaultPolicy: string;
-  /** By model namespace, account name, and `account\0key` name. */
+  /** By model namespace and account name. */
   byModel: ReadonlyMap<string, string>;
   byAccount: ReadonlyMap<string, string>;
-  byKey: ReadonlyMap<string, string>;
+  /**
+   * By the SHA-256 of a config-declared key (the value of its `key_env`), never by its name: an account
+   * owner can give any new key any name, so a name would let them claim a key's (weaker) policy.
+   */
+  byKeyHash: ReadonlyMap<string, string>;
 }
 
-/** The policy of one request: the key's, else the account's, else the model's, else the default. */
-export function resolvePolicy(table: PolicyTable, model: string, account: string, key: string): SafetyPolicy {
+/**
+ * A key policy by the id the key has in the store: `byKeyHash` read through `idOf` (the store's live key
+ * with that hash) once at start, after the config's keys are stored. A key absent from the store cannot
+ * authenticate, so it needs no entry.
+ */
+export function keyPoliciesById(
+  table: PolicyTable,
+  idOf: (keyHash: string) => string | undefined,
+): ReadonlyMap<string, string> {
+  const byId = new Map<string, string>();
+  for (const [hash, name] of table.byKeyHash) {
+    const id = idOf(hash);
+    if (id !== undefined) byId.set(id, name);
+  }
+  return byId;
+}
+
+/**
+ * The policy of one request: the key's, else the account's, else the model's, else the default. `keyId`
+ * is the store id of the key the request authenticated with (see keyPoliciesById).
+ */
+export function resolvePolicy(
+  table: PolicyTable,
+  byKeyId: ReadonlyMap<string, string>,
+  model: string,
+  account: string,
+  keyId: string,
+): SafetyPolicy {
   const name =
-    table.byKey.get(`${account}\0${key}`) ??
-    table.byAccount.get(account) ??
-    table.byModel.get(model) ??
-    table.defaultPolicy;
+    byKeyId.get(keyId) ?? table.byAccount.get(account) ?? table.byModel.get(model) ?? table.defaultPolicy;
   // config/load.ts checks every name at start.
   return table.policies.get(name) as SafetyPolicy;
 }

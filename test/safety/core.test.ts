@@ -3,6 +3,7 @@
  * the config checks, masking, stream windows, and the verdicts of the prompt and completion checks.
  */
 import { describe, expect, it } from 'vitest';
+import { hashKey } from '../../src/auth/keys.js';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
 import { GantryError, inferenceEnvelope } from '../../src/errors.js';
 import { evaluate } from '../../src/safety/azure.js';
@@ -20,7 +21,12 @@ import {
   checkPrompt,
   promptFilterResults,
 } from '../../src/safety/engine.js';
-import { PRESET_POLICIES, resolvePolicy, type SafetyPolicy } from '../../src/safety/policy.js';
+import {
+  keyPoliciesById,
+  PRESET_POLICIES,
+  resolvePolicy,
+  type SafetyPolicy,
+} from '../../src/safety/policy.js';
 import { chatPromptParts, responsesPromptParts } from '../../src/safety/prompt-text.js';
 import { maskText } from '../../src/safety/redact.js';
 import { buildClassifiers } from '../../src/safety/registry.js';
@@ -136,16 +142,27 @@ safety:
 describe('policies from the config', () => {
   const config = parseConfig(CONFIG(SAFETY), 'test.yaml', ENV);
   const table = config.safety.table;
+  // The store ids the config's keys get at start, by the keys' hashes.
+  const ids = new Map([
+    [hashKey(ENV.KEY_CI), 'id-ci'],
+    [hashKey(ENV.KEY_WEB), 'id-web'],
+  ]);
+  const byKeyId = keyPoliciesById(table, (hash) => ids.get(hash));
 
   it('the most specific wins: key, then account, then model, then the default', () => {
-    expect(resolvePolicy(table, 'm/strict', 'acme', 'ci').name).toBe('off');
-    expect(resolvePolicy(table, 'm/strict', 'acme', 'web').name).toBe('annotate');
-    expect(resolvePolicy(table, 'm/strict', 'other', 'any').name).toBe('strict');
-    expect(resolvePolicy(table, 'm/plain', 'other', 'any').name).toBe('redact');
+    expect(resolvePolicy(table, byKeyId, 'm/strict', 'acme', 'id-ci').name).toBe('off');
+    expect(resolvePolicy(table, byKeyId, 'm/strict', 'acme', 'id-web').name).toBe('annotate');
+    expect(resolvePolicy(table, byKeyId, 'm/strict', 'other', 'any').name).toBe('strict');
+    expect(resolvePolicy(table, byKeyId, 'm/plain', 'other', 'any').name).toBe('redact');
+  });
+
+  it('a key policy belongs to the key, not to its name: another key named like it gets the account policy', () => {
+    expect([...byKeyId]).toEqual([['id-ci', 'off']]);
+    expect(resolvePolicy(table, byKeyId, 'm/strict', 'acme', 'ci').name).toBe('annotate');
   });
 
   it('a named policy fills what it leaves out from the defaults', () => {
-    const strict = resolvePolicy(table, 'm/strict', 'other', 'any');
+    const strict = resolvePolicy(table, byKeyId, 'm/strict', 'other', 'any');
     expect(strict).toMatchObject({
       mode: 'block',
       classifier: 'offline',
@@ -156,13 +173,13 @@ describe('policies from the config', () => {
   });
 
   it('off means nothing runs: activeSafety is undefined', () => {
-    const safety = { table, classifiers: buildClassifiers([]), streamWindowChars: 400 };
+    const safety = { table, byKeyId, classifiers: buildClassifiers([]), streamWindowChars: 400 };
     expect(
-      activeSafety(safety, 'm/strict', { account: { name: 'acme' }, key: { name: 'ci' } }),
+      activeSafety(safety, 'm/strict', { account: { name: 'acme' }, key: { id: 'id-ci' } }),
     ).toBeUndefined();
-    expect(
-      activeSafety(safety, 'm/strict', { account: { name: 'x' }, key: { name: 'y' } })?.policy.name,
-    ).toBe('strict');
+    expect(activeSafety(safety, 'm/strict', { account: { name: 'x' }, key: { id: 'y' } })?.policy.name).toBe(
+      'strict',
+    );
   });
 
   it('without a safety section every model is off', () => {
@@ -171,7 +188,7 @@ describe('policies from the config', () => {
       .replace('    safety: annotate\n', '')
       .replace(', safety: off', '');
     const plain = parseConfig(text, 'test.yaml', ENV).safety;
-    expect(plain.table.byModel.size + plain.table.byAccount.size + plain.table.byKey.size).toBe(0);
+    expect(plain.table.byModel.size + plain.table.byAccount.size + plain.table.byKeyHash.size).toBe(0);
     expect(plain.table.defaultPolicy).toBe('off');
     expect(plain.streamWindowChars).toBe(400);
   });
