@@ -83,14 +83,14 @@ export function moveLedgerTables(store: SqliteDatabase, path: string): number {
       let copied = 0;
       for (const { table, columns: wanted, order, only } of present) {
         const columns = columnsOf(store, table, wanted);
-        const since = table === 'usage_records' ? daily.lastRowid() : undefined;
-        copied += store
+        const { changes, lastInsertRowid } = store
           .prepare(
             `INSERT OR IGNORE INTO ledger.${table} (${columns}) SELECT ${columns} FROM main.${table} AS m` +
               `${only ? ` WHERE ${only}` : ''} ORDER BY ${order}`,
           )
-          .run().changes;
-        if (since !== undefined) daily.addSince(since);
+          .run();
+        if (table === 'usage_records' && changes > 0) daily.addSince(Number(lastInsertRowid) - changes);
+        copied += changes;
       }
       return copied;
     });

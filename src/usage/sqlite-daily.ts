@@ -63,14 +63,13 @@ export interface DailySums {
 }
 
 export interface DailyTotalsWriter {
-  /** The largest rowid of `usage_records` now (0 when empty): read before a write's inserts. */
-  lastRowid(): number;
   /**
-   * Adds the records past `rowid`, summed by SQLite. A record INSERT OR IGNORE inserts takes a rowid
-   * past every rowid the table had (SQLite hands out max(rowid) + 1 while no rowid reached 2^63 - 1, and
-   * the ledger neither deletes records nor sets rowids), a record it skips adds no row: so the rows past
-   * the rowid read before a write are exactly those it inserted, a repeat inside the batch or a record
-   * already stored (a retry) left out.
+   * Adds the records past `rowid`, summed by SQLite. A record INSERT OR IGNORE inserts takes the rowid
+   * max(rowid) + 1 (while no rowid reached 2^63 - 1; the ledger neither deletes records nor sets rowids),
+   * a record it skips adds no row: so the rows past the largest rowid before a write are exactly those it
+   * inserted, a repeat inside the batch or a record already stored (a retry) left out. That rowid is the
+   * first statement that inserted anything's lastInsertRowid - changes: its rows took the rowids
+   * just past it, one after the other.
    */
   addSince(rowid: number): void;
   /** Adds sums made by the caller, of records it knows were all inserted (see creditsMicros). */
@@ -82,11 +81,9 @@ export interface DailyTotalsWriter {
  * moving tables). Call them inside the transaction of the inserts they count, so both commit together.
  */
 export function dailyTotalsWriter(db: SqliteDatabase, schema = 'main'): DailyTotalsWriter {
-  const last = db.prepare(`SELECT coalesce(max(rowid), 0) AS id FROM ${schema}.usage_records`);
   const since = db.prepare(ADD_SUMS(schema));
   const one = db.prepare(`${INSERT_SUMS(schema)} VALUES (?, ?, ?, ?, ?, ?, ?) ${ON_CONFLICT_ADD}`);
   return {
-    lastRowid: () => Number((last.get() as { id: number | bigint }).id),
     addSince(rowid) {
       since.run(rowid);
     },

@@ -163,14 +163,19 @@ export class SqliteUsageSink implements UsageSink {
     this.insertRows = this.db.transaction((values: UsageRowValues) => {
       const width = USAGE_COLUMNS.length;
       const rows = values.length / width;
-      const since = daily.lastRowid();
       let inserted = 0;
+      // The largest rowid before the batch's first inserted row (see DailyTotalsWriter.addSince).
+      let since = 0;
+      const count = ({ changes, lastInsertRowid }: RunResult) => {
+        if (inserted === 0 && changes > 0) since = Number(lastInsertRowid) - changes;
+        inserted += changes;
+      };
       let row = 0;
       for (; row + ROWS_PER_INSERT <= rows; row += ROWS_PER_INSERT) {
-        inserted += this.insertMany.run(values.slice(row * width, (row + ROWS_PER_INSERT) * width)).changes;
+        count(this.insertMany.run(values.slice(row * width, (row + ROWS_PER_INSERT) * width)));
       }
       for (; row < rows; row++) {
-        inserted += this.insert.run(values.slice(row * width, (row + 1) * width)).changes;
+        count(this.insert.run(values.slice(row * width, (row + 1) * width)));
       }
       // The daily totals, in the batch's transaction (sqlite-daily.ts). Every row inserted, the usual
       // case: summed here, one upsert per day, account and model. Else (a retry, a repeat) SQLite sums
@@ -280,6 +285,12 @@ function dailySums(values: UsageRowValues): DailySums[] | undefined {
     if (!Number.isSafeInteger(g.input_tokens + g.output_tokens + g.credits_micros)) return undefined;
   }
   return sums;
+}
+
+/** What libsql's run() answers. */
+interface RunResult {
+  changes: number;
+  lastInsertRowid: number | bigint;
 }
 
 /** Usage records as their ledger columns, row after row (pushUsageRow). */
