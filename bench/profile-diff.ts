@@ -6,14 +6,14 @@
  * only samples taken while that proxy was under load (start-up, warm-up and idle time left out).
  *
  * usage: npm run bench:diff -- [--concurrency 32] [--requests 30000] [--rounds 3] [--top 40]
- *                              [--compare-bin /other/checkout/bin/gantry.js]
+ *                              [--compare-bin /other/checkout/bin/gantry.js] [--bin bin/gantry.js]
  *
- * With --compare-bin (an A/B of two builds, e.g. one from before a regression), a second Gantry
- * (`gantry-b`, same config and flags) takes its turn in every round too, and the output adds, for each
- * Gantry, the process's CPU per request (from /proc, all threads), the event loop's and the ledger
- * thread's profiled time per request (the thread that writes usage records: its SQLite work never shows
- * in the event loop's profile), then the functions of both threads by their difference between the two
- * (by name and file: the builds' line numbers differ).
+ * `--bin` runs another build than this checkout's as `gantry`. With --compare-bin (an A/B of two builds,
+ * e.g. one from before a regression), a second Gantry (`gantry-b`, same config and flags) takes its turn
+ * in every round too, and the output adds, for each Gantry, the process's CPU per request (from /proc,
+ * all threads), the event loop's and the ledger thread's profiled time per request (the thread that
+ * writes usage records: its SQLite work never shows in the event loop's profile), then the functions of
+ * both threads by their difference between the two (by name and file: the builds' line numbers differ).
  *
  * A function's time is what the profiler saw on the stack top: on a loaded 2-core machine that includes
  * the moments the thread was descheduled there (e.g. right after waking another thread), so read small
@@ -37,6 +37,7 @@ const { values } = parseArgs({
     requests: { type: 'string', default: '30000' },
     rounds: { type: 'string', default: '3' },
     top: { type: 'string', default: '40' },
+    bin: { type: 'string' },
     'compare-bin': { type: 'string' },
   },
 });
@@ -133,7 +134,7 @@ async function main(): Promise<void> {
     });
   const children = {
     bare,
-    gantry: await startGantry('gantry', join(ROOT, 'bin', 'gantry.js')),
+    gantry: await startGantry('gantry', values.bin ?? join(ROOT, 'bin', 'gantry.js')),
     ...(compareBin ? { 'gantry-b': await startGantry('gantry-b', compareBin) } : {}),
   } as Record<Proxy, Child>;
 
@@ -238,7 +239,7 @@ function compareGantrys(windows: Record<Proxy, Window[]>, top: number): void {
     .sort((p, q) => Math.abs(q.a - q.b) - Math.abs(p.a - p.b))
     .slice(0, top);
   process.stdout.write(
-    `\nGantry (this checkout) against gantry-b (${compareBin}), µs per request:\n\n` +
+    `\nGantry (${values.bin ?? 'this checkout'}) against gantry-b (${compareBin}), µs per request:\n\n` +
       `${''.padEnd(36)} ${'Gantry'.padStart(8)} ${'gantry-b'.padStart(8)} ${'difference'.padStart(9)}\n` +
       line('process CPU (/proc, all threads)', a.process, b.process) +
       `${'  per round'.padEnd(36)} ${a.perRound.join(' / ')}  vs  ${b.perRound.join(' / ')}\n` +
