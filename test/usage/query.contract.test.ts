@@ -1,8 +1,9 @@
 /**
  * Usage queries (src/usage/query*.ts) against both modes' stores: records written through the real sinks
  * (the ledger thread into ledger.db, the in-memory store's ledger, the Redis Stream sink), then read back
- * as per-day totals. The same expectations for each, plus what is particular to each store: a ledger that
- * predates the daily totals, an old gantry.db moved over, the day hashes' TTL and type check.
+ * as per-day totals. The same expectations for each, plus what is particular to each store: the SQLite
+ * sink's per-batch sums against SQLite's own, a ledger that predates the daily totals, one that kept them
+ * with a trigger, an old gantry.db moved over, the day hashes' TTL and type check.
  */
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
