@@ -11,9 +11,10 @@
  * `--bin` runs another build than this checkout's as `gantry`. With --compare-bin (an A/B of two builds,
  * e.g. one from before a regression), a second Gantry (`gantry-b`, same config and flags) takes its turn
  * in every round too, and the output adds, for each Gantry, the process's CPU per request (from /proc,
- * all threads), the event loop's and the ledger thread's profiled time per request (the thread that
- * writes usage records: its SQLite work never shows in the event loop's profile), then the functions of
- * both threads by their difference between the two (by name and file: the builds' line numbers differ).
+ * all threads, and its main thread's), the event loop's and the ledger thread's profiled time per
+ * request (the thread that writes usage records: its SQLite work never shows in the event loop's
+ * profile), then the functions of both threads by their difference between the two (by name and file:
+ * the builds' line numbers differ).
  *
  * A function's time is what the profiler saw on the stack top: on a loaded 2-core machine that includes
  * the moments the thread was descheduled there (e.g. right after waking another thread), so read small
@@ -77,6 +78,8 @@ interface Window {
   requests: number;
   /** The proxy process's CPU time (all threads) used in the window, ms. */
   cpuMs: number;
+  /** Its main thread's (the event loop's), ms. */
+  mainCpuMs: number;
 }
 
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
@@ -164,10 +167,13 @@ async function main(): Promise<void> {
     const order = proxies.map((_, i) => proxies[(round + i) % proxies.length] as Proxy);
     for (const proxy of order) {
       const fromUs = nowUs();
-      const cpuFrom = readCpuMs(children[proxy].pid);
+      const { pid } = children[proxy];
+      const cpuFrom = readCpuMs(pid);
+      const mainFrom = readCpuMs(pid, pid);
       const result = await drive(targets[proxy], spec, plan(requests));
-      const cpuMs = readCpuMs(children[proxy].pid) - cpuFrom;
-      windows[proxy].push({ fromUs, toUs: nowUs(), requests: result.completedAll, cpuMs });
+      const cpuMs = readCpuMs(pid) - cpuFrom;
+      const mainCpuMs = readCpuMs(pid, pid) - mainFrom;
+      windows[proxy].push({ fromUs, toUs: nowUs(), requests: result.completedAll, cpuMs, mainCpuMs });
       if (result.errors > 0) throw new Error(`${proxy}: ${result.errorSamples.join('; ')}`);
       const rps = Math.round((result.completed / result.windowMs) * 1000);
       const cpu = Math.round((cpuMs * 1000) / result.completedAll);
@@ -212,17 +218,22 @@ function compareGantrys(windows: Record<Proxy, Window[]>, top: number): void {
       const ledgerFile = files.find((file) => readFileSync(file, 'utf8').includes('ledger-worker'));
       const served = windows[proxy].reduce((sum, w) => sum + w.requests, 0);
       const cpuMs = windows[proxy].reduce((sum, w) => sum + w.cpuMs, 0);
+      const mainCpuMs = windows[proxy].reduce((sum, w) => sum + w.mainCpuMs, 0);
       return [
         proxy,
         {
           process: (cpuMs * 1000) / served,
+          main: (mainCpuMs * 1000) / served,
           perRound: windows[proxy].map((w) => Math.round((w.cpuMs * 1000) / w.requests)),
           loop: withoutLines(perRequest(largestProfile(profileDir(proxy)), windows[proxy])),
           ledger: withoutLines(ledgerFile ? perRequest(ledgerFile, windows[proxy]) : new Map()),
         },
       ];
     }),
-  ) as Record<(typeof both)[number], { process: number; perRound: number[]; loop: Costs; ledger: Costs }>;
+  ) as Record<
+    (typeof both)[number],
+    { process: number; main: number; perRound: number[]; loop: Costs; ledger: Costs }
+  >;
   const sum = (m: Costs) => [...m.values()].reduce((a, b) => a + b, 0);
   const a = cost.gantry;
   const b = cost['gantry-b'];
@@ -243,6 +254,8 @@ function compareGantrys(windows: Record<Proxy, Window[]>, top: number): void {
       `${''.padEnd(36)} ${'Gantry'.padStart(8)} ${'gantry-b'.padStart(8)} ${'difference'.padStart(9)}\n` +
       line('process CPU (/proc, all threads)', a.process, b.process) +
       `${'  per round'.padEnd(36)} ${a.perRound.join(' / ')}  vs  ${b.perRound.join(' / ')}\n` +
+      line('  main thread CPU (/proc)', a.main, b.main) +
+      line('  other threads CPU (ledger, GC, libuv)', a.process - a.main, b.process - b.main) +
       line('event loop (profiled, not idle)', sum(a.loop), sum(b.loop)) +
       line('ledger thread (profiled, not idle)', sum(a.ledger), sum(b.ledger)) +
       `\n${'Gantry'.padStart(8)} ${'gantry-b'.padStart(8)} ${'difference'.padStart(9)}  function\n` +
