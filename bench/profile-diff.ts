@@ -6,6 +6,15 @@
  * only samples taken while that proxy was under load (start-up, warm-up and idle time left out).
  *
  * usage: npm run bench:diff -- [--concurrency 32] [--requests 30000] [--rounds 3] [--top 40]
+ *                              [--compare-bin /other/checkout/bin/gantry.js] [--bin bin/gantry.js]
+ *
+ * `--bin` runs another build than this checkout's as `gantry`. With --compare-bin (an A/B of two builds,
+ * e.g. one from before a regression), a second Gantry (`gantry-b`, same config and flags) takes its turn
+ * in every round too, and the output adds, for each Gantry, the process's CPU per request (from /proc,
+ * all threads, and its main thread's), the event loop's and the ledger thread's profiled time per
+ * request (the thread that writes usage records: its SQLite work never shows in the event loop's
+ * profile), then the functions of both threads by their difference between the two (by name and file:
+ * the builds' line numbers differ).
  *
  * A function's time is what the profiler saw on the stack top: on a loaded 2-core machine that includes
  * the moments the thread was descheduled there (e.g. right after waking another thread), so read small
@@ -17,7 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { ORPHAN_GUARD, startChild, stopAll, stopChild } from './lib/children.js';
+import { type Child, ORPHAN_GUARD, readCpuMs, startChild, stopAll, stopChild } from './lib/children.js';
 import { gantryNodeFlags } from './lib/env.js';
 import { startGantryChild } from './lib/gantry-child.js';
 import { createDispatcher, drive, type RequestSpec } from './lib/load.js';
@@ -29,6 +38,8 @@ const { values } = parseArgs({
     requests: { type: 'string', default: '30000' },
     rounds: { type: 'string', default: '3' },
     top: { type: 'string', default: '40' },
+    bin: { type: 'string' },
+    'compare-bin': { type: 'string' },
   },
 });
 const concurrency = positive('concurrency');
@@ -36,13 +47,15 @@ const requests = positive('requests');
 const rounds = positive('rounds');
 const top = positive('top');
 
-function positive(name: keyof typeof values): number {
+const compareBin = values['compare-bin'];
+
+function positive(name: 'concurrency' | 'requests' | 'rounds' | 'top'): number {
   const n = Number(values[name]);
   if (!Number.isInteger(n) || n < 1) throw new Error(`--${name}: a positive integer`);
   return n;
 }
 
-type Proxy = 'bare' | 'gantry';
+type Proxy = 'bare' | 'gantry' | 'gantry-b';
 const MODEL = 'bench/chat';
 const API_KEY = `gty_diff_${randomBytes(24).toString('base64url')}`;
 const dir = join(tmpdir(), `gantry-profile-diff-${process.pid}`);
@@ -63,13 +76,18 @@ interface Window {
   fromUs: number;
   toUs: number;
   requests: number;
+  /** The proxy process's CPU time (all threads) used in the window, ms. */
+  cpuMs: number;
+  /** Its main thread's (the event loop's), ms. */
+  mainCpuMs: number;
 }
 
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
 async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
-  for (const proxy of ['bare', 'gantry'] as const) mkdirSync(profileDir(proxy), { recursive: true });
+  const proxies: Proxy[] = compareBin ? ['bare', 'gantry', 'gantry-b'] : ['bare', 'gantry'];
+  for (const proxy of proxies) mkdirSync(profileDir(proxy), { recursive: true });
   const upstream = await startChild({
     name: 'upstream',
     args: ['--import', 'tsx', 'bench/upstream.ts'],
@@ -106,16 +124,22 @@ async function main(): Promise<void> {
       '',
     ].join('\n'),
   );
-  const gantry = await startGantryChild({
-    name: 'gantry',
-    cwd: ROOT,
-    nodeFlags: [...gantryNodeFlags(join(ROOT, 'package.json')), '--import', ORPHAN_GUARD, ...prof('gantry')],
-    bin: join(ROOT, 'bin', 'gantry.js'),
-    config,
-    env: process.env,
-    dataDir: join(dir, 'data'),
-    apiKey: API_KEY,
-  });
+  const startGantry = (proxy: 'gantry' | 'gantry-b', bin: string) =>
+    startGantryChild({
+      name: proxy,
+      cwd: ROOT,
+      nodeFlags: [...gantryNodeFlags(join(ROOT, 'package.json')), '--import', ORPHAN_GUARD, ...prof(proxy)],
+      bin,
+      config,
+      env: process.env,
+      dataDir: join(dir, `data-${proxy}`),
+      apiKey: API_KEY,
+    });
+  const children = {
+    bare,
+    gantry: await startGantry('gantry', values.bin ?? join(ROOT, 'bin', 'gantry.js')),
+    ...(compareBin ? { 'gantry-b': await startGantry('gantry-b', compareBin) } : {}),
+  } as Record<Proxy, Child>;
 
   const spec: RequestSpec = {
     path: '/v1/chat/completions',
@@ -129,27 +153,36 @@ async function main(): Promise<void> {
     ),
     stream: false,
   };
-  const targets = {
-    bare: createDispatcher(`http://127.0.0.1:${bare.port}`, concurrency),
-    gantry: createDispatcher(`http://127.0.0.1:${gantry.port}`, concurrency),
-  };
-  const windows: Record<Proxy, Window[]> = { bare: [], gantry: [] };
+  const targets = Object.fromEntries(
+    proxies.map((proxy) => [
+      proxy,
+      createDispatcher(`http://127.0.0.1:${children[proxy].port}`, concurrency),
+    ]),
+  ) as Record<Proxy, ReturnType<typeof createDispatcher>>;
+  const windows: Record<Proxy, Window[]> = { bare: [], gantry: [], 'gantry-b': [] };
   const plan = (n: number) => ({ kind: 'count' as const, concurrency, warmup: 0, requests: n });
-  for (const proxy of ['bare', 'gantry'] as const) await drive(targets[proxy], spec, plan(requests / 2));
+  for (const proxy of proxies) await drive(targets[proxy], spec, plan(requests / 2));
   for (let round = 0; round < rounds; round++) {
-    const order: Proxy[] = round % 2 === 0 ? ['bare', 'gantry'] : ['gantry', 'bare'];
+    // Each proxy first in turn, so a burst of machine load does not always land on the same one.
+    const order = proxies.map((_, i) => proxies[(round + i) % proxies.length] as Proxy);
     for (const proxy of order) {
       const fromUs = nowUs();
+      const { pid } = children[proxy];
+      const cpuFrom = readCpuMs(pid);
+      const mainFrom = readCpuMs(pid, pid);
       const result = await drive(targets[proxy], spec, plan(requests));
-      windows[proxy].push({ fromUs, toUs: nowUs(), requests: result.completedAll });
+      const cpuMs = readCpuMs(pid) - cpuFrom;
+      const mainCpuMs = readCpuMs(pid, pid) - mainFrom;
+      windows[proxy].push({ fromUs, toUs: nowUs(), requests: result.completedAll, cpuMs, mainCpuMs });
       if (result.errors > 0) throw new Error(`${proxy}: ${result.errorSamples.join('; ')}`);
       const rps = Math.round((result.completed / result.windowMs) * 1000);
-      process.stderr.write(`round ${round + 1}/${rounds} ${proxy}: ${rps} req/s\n`);
+      const cpu = Math.round((cpuMs * 1000) / result.completedAll);
+      process.stderr.write(`round ${round + 1}/${rounds} ${proxy}: ${rps} req/s, ${cpu} CPU µs/req\n`);
     }
   }
-  await Promise.all([targets.bare.close(), targets.gantry.close()]);
-  // SIGTERM: both write their profiles as they exit.
-  await Promise.all([stopChild(gantry), stopChild(bare)]);
+  await Promise.all(proxies.map((proxy) => targets[proxy].close()));
+  // SIGTERM: they write their profiles as they exit.
+  await Promise.all(proxies.map((proxy) => stopChild(children[proxy])));
   await stopAll();
 
   const bareCost = perRequest(largestProfile(profileDir('bare')), windows.bare);
@@ -169,7 +202,84 @@ async function main(): Promise<void> {
         .join('\n') +
       '\n',
   );
+  if (compareBin) compareGantrys(windows, top);
   rmSync(dir, { recursive: true, force: true });
+}
+
+/**
+ * gantry (this checkout) against gantry-b (--compare-bin): CPU per request of the whole process, of the
+ * event loop and of the ledger thread, then the functions of both threads by their difference.
+ */
+function compareGantrys(windows: Record<Proxy, Window[]>, top: number): void {
+  const both = ['gantry', 'gantry-b'] as const;
+  const cost = Object.fromEntries(
+    both.map((proxy) => {
+      const files = profiles(profileDir(proxy));
+      const ledgerFile = files.find((file) => readFileSync(file, 'utf8').includes('ledger-worker'));
+      const served = windows[proxy].reduce((sum, w) => sum + w.requests, 0);
+      const cpuMs = windows[proxy].reduce((sum, w) => sum + w.cpuMs, 0);
+      const mainCpuMs = windows[proxy].reduce((sum, w) => sum + w.mainCpuMs, 0);
+      return [
+        proxy,
+        {
+          process: (cpuMs * 1000) / served,
+          main: (mainCpuMs * 1000) / served,
+          perRound: windows[proxy].map((w) => Math.round((w.cpuMs * 1000) / w.requests)),
+          loop: withoutLines(perRequest(largestProfile(profileDir(proxy)), windows[proxy])),
+          ledger: withoutLines(ledgerFile ? perRequest(ledgerFile, windows[proxy]) : new Map()),
+        },
+      ];
+    }),
+  ) as Record<
+    (typeof both)[number],
+    { process: number; main: number; perRound: number[]; loop: Costs; ledger: Costs }
+  >;
+  const sum = (m: Costs) => [...m.values()].reduce((a, b) => a + b, 0);
+  const a = cost.gantry;
+  const b = cost['gantry-b'];
+  const f = (n: number) => n.toFixed(2).padStart(8);
+  const line = (what: string, x: number, y: number) =>
+    `${what.padEnd(36)} ${f(x)} ${f(y)} ${f(x - y).padStart(9)}\n`;
+  const diffRows = (thread: string, x: Costs, y: Costs) =>
+    [...new Set([...x.keys(), ...y.keys()])].map((fn) => ({
+      fn: `[${thread}] ${fn}`,
+      a: x.get(fn) ?? 0,
+      b: y.get(fn) ?? 0,
+    }));
+  const rows = [...diffRows('loop', a.loop, b.loop), ...diffRows('ledger', a.ledger, b.ledger)]
+    .sort((p, q) => Math.abs(q.a - q.b) - Math.abs(p.a - p.b))
+    .slice(0, top);
+  process.stdout.write(
+    `\nGantry (${values.bin ?? 'this checkout'}) against gantry-b (${compareBin}), µs per request:\n\n` +
+      `${''.padEnd(36)} ${'Gantry'.padStart(8)} ${'gantry-b'.padStart(8)} ${'difference'.padStart(9)}\n` +
+      line('process CPU (/proc, all threads)', a.process, b.process) +
+      `${'  per round'.padEnd(36)} ${a.perRound.join(' / ')}  vs  ${b.perRound.join(' / ')}\n` +
+      line('  main thread CPU (/proc)', a.main, b.main) +
+      line('  other threads CPU (ledger, GC, libuv)', a.process - a.main, b.process - b.main) +
+      line('event loop (profiled, not idle)', sum(a.loop), sum(b.loop)) +
+      line('ledger thread (profiled, not idle)', sum(a.ledger), sum(b.ledger)) +
+      `\n${'Gantry'.padStart(8)} ${'gantry-b'.padStart(8)} ${'difference'.padStart(9)}  function\n` +
+      rows.map((r) => `${f(r.a)} ${f(r.b)} ${f(r.a - r.b).padStart(9)}  ${r.fn}`).join('\n') +
+      '\n',
+  );
+}
+
+type Costs = Map<string, number>;
+
+/** By function and file only: two builds number their lines differently. */
+function withoutLines(costs: Costs): Costs {
+  const out: Costs = new Map();
+  for (const [fn, us] of costs) {
+    const key = fn.replace(/:\d+$/, '');
+    out.set(key, (out.get(key) ?? 0) + us);
+  }
+  return out;
+}
+
+function profiles(directory: string): string[] {
+  return readdirSync(directory)
+    .filter((name) => name.endsWith('.cpuprofile'))
+    .map((name) => join(directory, name));
 }
 
 function largestProfile(directory: string): string {

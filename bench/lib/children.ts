@@ -181,8 +181,11 @@ export function readMemory(pid: number): Memory | undefined {
 
 let ticksPerSecond = 0;
 
-/** CPU time (user + system) a process has used so far, in milliseconds; NaN when unreadable. */
-export function readCpuMs(pid: number): number {
+/**
+ * CPU time (user + system) a process has used so far, in milliseconds; NaN when unreadable. With `tid`,
+ * that thread's only (the main thread's tid is the pid).
+ */
+export function readCpuMs(pid: number, tid?: number): number {
   if (ticksPerSecond === 0) {
     try {
       ticksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
@@ -191,7 +194,10 @@ export function readCpuMs(pid: number): number {
     }
   }
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const stat = readFileSync(
+      tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`,
+      'utf8',
+    );
     // Fields after "(comm) ": state is index 0, utime index 11, stime index 12.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / ticksPerSecond;

@@ -1,5 +1,6 @@
 import { dirname, join } from 'node:path';
 import { CREDIT_SCHEMA } from './credits-sqlite.js';
+import { dailyTotalsWriter } from './sqlite-daily.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
 import { ensureUsageSchema, USAGE_COLUMNS } from './sqlite-sink.js';
 
@@ -43,11 +44,13 @@ export function ledgerPathFor(storePath: string): string | undefined {
  * Opens the ledger file with its tables. With `store` (the server, at start), first moves in (once; see
  * moveLedgerTables) any usage records and credits that an older Gantry kept in the store file, so an
  * upgrade loses no balance and no record. The CLI passes none: it must not pull the tables from under
- * an older server still running on the same data dir (see hasOldLedgerTables).
+ * an older server still running on the same data dir (see hasOldLedgerTables), nor change its daily totals.
  */
 export function openLedgerFile(path: string, store?: SqliteDatabase): SqliteDatabase {
   const { db } = openDatabase(path);
-  ensureUsageSchema(db);
+  // The daily totals change shape only where usage is written (the server): an older server still
+  // running beside the CLI keeps its totals with the trigger the migration drops (sqlite-daily.ts).
+  ensureUsageSchema(db, { dailyTotals: store !== undefined });
   db.exec(CREDIT_SCHEMA);
   if (store) moveLedgerTables(store, path);
   return db;
@@ -73,16 +76,21 @@ export function moveLedgerTables(store: SqliteDatabase, path: string): number {
   store.prepare('ATTACH DATABASE ? AS ledger').run(path);
   try {
     store.exec('PRAGMA ledger.synchronous = FULL');
+    // The records copied count in the ledger's daily totals, those of a copy run again (already there)
+    // do not: the same sum of the rows actually inserted as a usage batch's (sqlite-daily.ts).
+    const daily = dailyTotalsWriter(store, 'ledger');
     const copy = store.transaction(() => {
       let copied = 0;
       for (const { table, columns: wanted, order, only } of present) {
         const columns = columnsOf(store, table, wanted);
-        copied += store
+        const { changes, lastInsertRowid } = store
           .prepare(
             `INSERT OR IGNORE INTO ledger.${table} (${columns}) SELECT ${columns} FROM main.${table} AS m` +
               `${only ? ` WHERE ${only}` : ''} ORDER BY ${order}`,
           )
-          .run().changes;
+          .run();
+        if (table === 'usage_records' && changes > 0) daily.addSince(Number(lastInsertRowid) - changes);
+        copied += changes;
       }
       return copied;
     });

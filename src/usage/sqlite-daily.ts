@@ -2,11 +2,12 @@ import type { SqliteDatabase } from './sqlite-db.js';
 
 /**
  * Per-day totals of the usage ledger (README, "Usage queries"): one row per UTC day, account and model,
- * kept by a trigger on `usage_records`, so the admin API's usage query reads a few hundred small rows
- * instead of summing millions of records on the main thread. The trigger runs in the writer's
- * transaction (the ledger thread's): a batch and its totals commit together, and an INSERT OR IGNORE
- * that skips a record already stored fires nothing, so totals stay exact under the batcher's retries.
- * Credits are summed as integer micro-credits (as balances are), so sums are exact.
+ * so the admin API's usage query reads a few hundred small rows instead of summing millions of records on
+ * the main thread. The sink adds a batch's records to them in the batch's own transaction, one upsert per
+ * (day, account, model) of the batch (dailyTotalsWriter): a batch and its totals commit together, and only
+ * the records that batch actually inserted count, so a record INSERT OR IGNORE skipped (already stored:
+ * the batcher's retries) is not counted twice. Credits are summed as integer micro-credits (as balances
+ * are), so sums are exact.
  */
 const DAILY_SCHEMA = `
 CREATE TABLE IF NOT EXISTS usage_daily (
@@ -20,52 +21,130 @@ CREATE TABLE IF NOT EXISTS usage_daily (
   PRIMARY KEY (day, account_id, model)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS usage_daily_account_day ON usage_daily (account_id, day);
-CREATE TRIGGER IF NOT EXISTS usage_records_daily AFTER INSERT ON usage_records
-BEGIN
-  INSERT INTO usage_daily (day, account_id, model, requests, input_tokens, output_tokens, credits_micros)
-  VALUES (substr(NEW.time, 1, 10), NEW.account_id, NEW.model, 1, NEW.input_tokens, NEW.output_tokens,
-    CAST(round(NEW.credits * 1000000) AS INTEGER))
-  ON CONFLICT (day, account_id, model) DO UPDATE SET
-    requests = requests + 1,
-    input_tokens = input_tokens + excluded.input_tokens,
-    output_tokens = output_tokens + excluded.output_tokens,
-    credits_micros = credits_micros + excluded.credits_micros;
-END;
 `;
 
 /**
- * The records a ledger held before it had daily totals, summed once. `time` is toISOString() (UTC), so
- * its first ten characters are the UTC day.
+ * Earlier ledgers kept the totals with this trigger, one upsert per record on the ledger thread: a third
+ * more CPU per record than the insert itself (bench/ledger-daily.ts). Its totals are exact up to the
+ * moment it is dropped, and the sink adds every batch after.
  */
-const BACKFILL = `
-INSERT INTO usage_daily (day, account_id, model, requests, input_tokens, output_tokens, credits_micros)
+const OLD_TRIGGER = 'usage_records_daily';
+
+/**
+ * The sums of the records of `usage_records` past a rowid, per (UTC day, account, model). `time` is
+ * toISOString() (UTC), so its first ten characters are the UTC day. Each credit amount is rounded to
+ * micro-credits before summing, as a balance's debit is.
+ */
+const SUMS_SINCE = (schema: string) => `
 SELECT substr(time, 1, 10), account_id, model, COUNT(*), SUM(input_tokens), SUM(output_tokens),
   SUM(CAST(round(credits * 1000000) AS INTEGER))
-FROM usage_records GROUP BY 1, 2, 3
-`;
+FROM ${schema}.usage_records WHERE rowid > ? GROUP BY 1, 2, 3`;
 
-/**
- * Creates the daily totals and their trigger on a ledger that lacks them, filled from the records already
- * there. One IMMEDIATE transaction, checked inside it: two connections opening the file at once (the
- * server and the CLI) cannot both fill it, and no record is written between the sum and the trigger.
- * Needs `usage_records` to exist.
- */
-export function ensureDailySchema(db: SqliteDatabase): void {
-  if (hasDailyTotals(db)) return;
-  const create = db.transaction(() => {
-    if (hasDailyTotals(db)) return;
-    db.exec(DAILY_SCHEMA);
-    db.exec(BACKFILL);
-  });
-  create.immediate();
+const INSERT_SUMS = (schema: string) => `INSERT INTO ${schema}.usage_daily (day, account_id, model, requests,
+  input_tokens, output_tokens, credits_micros)`;
+
+const ON_CONFLICT_ADD = `ON CONFLICT (day, account_id, model) DO UPDATE SET
+  requests = requests + excluded.requests,
+  input_tokens = input_tokens + excluded.input_tokens,
+  output_tokens = output_tokens + excluded.output_tokens,
+  credits_micros = credits_micros + excluded.credits_micros`;
+
+const ADD_SUMS = (schema: string) => `${INSERT_SUMS(schema)} ${SUMS_SINCE(schema)} ${ON_CONFLICT_ADD}`;
+
+/** One (UTC day, account, model)'s sums over some records, as added to its row of the daily totals. */
+export interface DailySums {
+  day: string;
+  account_id: string;
+  model: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  credits_micros: number;
 }
 
-function hasDailyTotals(db: SqliteDatabase): boolean {
-  return (
-    db
-      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'usage_records_daily'`)
-      .get() !== undefined
-  );
+export interface DailyTotalsWriter {
+  /**
+   * Adds the records past `rowid`, summed by SQLite. A record INSERT OR IGNORE inserts takes the rowid
+   * max(rowid) + 1 (while no rowid reached 2^63 - 1; the ledger neither deletes records nor sets rowids),
+   * a record it skips adds no row: so the rows past the largest rowid before a write are exactly those it
+   * inserted, a repeat inside the batch or a record already stored (a retry) left out. That rowid is the
+   * first statement that inserted anything's lastInsertRowid - changes: its rows took the rowids
+   * just past it, one after the other.
+   */
+  addSince(rowid: number): void;
+  /** Adds sums made by the caller, of records it knows were all inserted (see creditsMicros). */
+  add(sums: Iterable<DailySums>): void;
+}
+
+/**
+ * The daily totals' writes, for `usage_records` and `usage_daily` of `schema` (an attached ledger when
+ * moving tables). Call them inside the transaction of the inserts they count, so both commit together.
+ */
+export function dailyTotalsWriter(db: SqliteDatabase, schema = 'main'): DailyTotalsWriter {
+  const since = db.prepare(ADD_SUMS(schema));
+  const one = db.prepare(`${INSERT_SUMS(schema)} VALUES (?, ?, ?, ?, ?, ?, ?) ${ON_CONFLICT_ADD}`);
+  return {
+    addSince(rowid) {
+      since.run(rowid);
+    },
+    add(sums) {
+      for (const s of sums) {
+        one.run([
+          s.day,
+          s.account_id,
+          s.model,
+          s.requests,
+          s.input_tokens,
+          s.output_tokens,
+          s.credits_micros,
+        ]);
+      }
+    },
+  };
+}
+
+/**
+ * A record's credits in micro-credits exactly as the SQL sums count them, CAST(round(credits * 1000000)
+ * AS INTEGER): SQLite rounds half away from zero by truncating x + 0.5 (credits are never negative), for
+ * any x up to 2^52; past that it keeps x, whose sums a double no longer holds exactly, so undefined:
+ * let SQLite sum those (addSince).
+ */
+export function creditsMicros(credits: number): number | undefined {
+  const x = credits * 1_000_000;
+  return x >= 0 && x <= 2 ** 52 ? Math.trunc(x + 0.5) : undefined;
+}
+
+/**
+ * Creates the daily totals on a ledger that lacks them, filled from the records already there (rowid
+ * past 0: all of them); drops the trigger of a ledger that kept them with one (OLD_TRIGGER). One
+ * IMMEDIATE transaction, checked inside it: two connections opening the file at once (the server and
+ * its ledger thread) cannot both fill it, and no record is written between the sum and the first write
+ * that adds its own. Needs `usage_records` to exist.
+ */
+export function ensureDailySchema(db: SqliteDatabase): void {
+  if (dailyState(db) === 'current') return;
+  const migrate = db.transaction(() => {
+    const state = dailyState(db);
+    if (state === 'missing') {
+      db.exec(`${DAILY_SCHEMA} DROP TRIGGER IF EXISTS ${OLD_TRIGGER};`);
+      db.prepare(ADD_SUMS('main')).run(0);
+    } else if (state === 'trigger') {
+      db.exec(`DROP TRIGGER ${OLD_TRIGGER}`);
+    }
+  });
+  migrate.immediate();
+}
+
+function dailyState(db: SqliteDatabase): 'missing' | 'trigger' | 'current' {
+  const row = db
+    .prepare(
+      `SELECT
+        EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'usage_daily') AS has_table,
+        EXISTS (SELECT 1 FROM main.sqlite_master WHERE type = 'trigger' AND name = ?) AS has_trigger`,
+    )
+    .get(OLD_TRIGGER) as { has_table: number; has_trigger: number };
+  if (row.has_table === 0) return 'missing';
+  return row.has_trigger === 1 ? 'trigger' : 'current';
 }
 
 /** One row of the daily totals. */

@@ -1,7 +1,7 @@
 import type { UsageApi, UsageOutcome, UsageRecord, UsageSafetyAction } from './record.js';
 import { assertUsageBatch } from './record.js';
 import type { UsageSink } from './sink.js';
-import { ensureDailySchema } from './sqlite-daily.js';
+import { creditsMicros, type DailySums, dailyTotalsWriter, ensureDailySchema } from './sqlite-daily.js';
 import { openDatabase, type SqliteDatabase } from './sqlite-db.js';
 
 export const USAGE_SCHEMA = `
@@ -77,9 +77,11 @@ const ADDED_COLUMNS: ReadonlyArray<readonly [string, string]> = [
 /**
  * Creates the usage table, or adds to an existing one the columns a newer Gantry writes (CREATE TABLE IF
  * NOT EXISTS leaves an older table as it was). Rows written before get the column's default. Then the
- * daily totals the usage queries read (sqlite-daily.ts), summed from the records already there.
+ * daily totals the usage queries read (sqlite-daily.ts), summed from the records already there, or
+ * without the trigger an older ledger kept them with; `dailyTotals: false` leaves them as they are (a
+ * connection that writes no usage, see openLedgerFile).
  */
-export function ensureUsageSchema(db: SqliteDatabase): void {
+export function ensureUsageSchema(db: SqliteDatabase, options: { dailyTotals?: boolean } = {}): void {
   db.exec(USAGE_SCHEMA);
   const have = new Set(
     (db.prepare('PRAGMA table_info(usage_records)').all() as Array<{ name: string }>).map((c) => c.name),
@@ -87,7 +89,7 @@ export function ensureUsageSchema(db: SqliteDatabase): void {
   for (const [name, definition] of ADDED_COLUMNS) {
     if (!have.has(name)) db.exec(`ALTER TABLE usage_records ADD COLUMN ${name} ${definition}`);
   }
-  ensureDailySchema(db);
+  if (options.dailyTotals ?? true) ensureDailySchema(db);
 }
 
 interface UsageRow {
@@ -128,7 +130,8 @@ export interface UsageQuery {
 
 /**
  * The usage ledger of the embedded mode: table `usage_records` in the SQLite file. INSERT OR IGNORE on
- * the id makes rewrites no-ops; one transaction per batch makes a batch all-or-nothing and cheap.
+ * the id makes rewrites no-ops; one transaction per batch makes a batch all-or-nothing and cheap, its
+ * daily totals included.
  */
 export class SqliteUsageSink implements UsageSink {
   readonly name = 'sqlite';
@@ -152,21 +155,34 @@ export class SqliteUsageSink implements UsageSink {
       `SELECT * FROM usage_records WHERE account_id = ? AND time >= ? AND time < ? ORDER BY time, id LIMIT ?`,
     );
     this.countAll = this.db.prepare('SELECT COUNT(*) AS n FROM usage_records');
+    const daily = dailyTotalsWriter(this.db);
     // Binding parameters dominates a small insert's cost in libsql; one statement per 50 rows cuts the
     // time per record by about a quarter. OR IGNORE still applies row by row. The values go as one array
     // argument, which libsql binds as it is: spread, they are gathered and flattened into a new array
     // first (a quarter of the cost again).
     this.insertRows = this.db.transaction((values: UsageRowValues) => {
-      const rows = values.length / USAGE_COLUMNS.length;
+      const width = USAGE_COLUMNS.length;
+      const rows = values.length / width;
+      let inserted = 0;
+      // The largest rowid before the batch's first inserted row (see DailyTotalsWriter.addSince).
+      let since = 0;
+      const count = ({ changes, lastInsertRowid }: RunResult) => {
+        if (inserted === 0 && changes > 0) since = Number(lastInsertRowid) - changes;
+        inserted += changes;
+      };
       let row = 0;
       for (; row + ROWS_PER_INSERT <= rows; row += ROWS_PER_INSERT) {
-        this.insertMany.run(
-          values.slice(row * USAGE_COLUMNS.length, (row + ROWS_PER_INSERT) * USAGE_COLUMNS.length),
-        );
+        count(this.insertMany.run(values.slice(row * width, (row + ROWS_PER_INSERT) * width)));
       }
       for (; row < rows; row++) {
-        this.insert.run(values.slice(row * USAGE_COLUMNS.length, (row + 1) * USAGE_COLUMNS.length));
+        count(this.insert.run(values.slice(row * width, (row + 1) * width)));
       }
+      // The daily totals, in the batch's transaction (sqlite-daily.ts). Every row inserted, the usual
+      // case: summed here, one upsert per day, account and model. Else (a retry, a repeat) SQLite sums
+      // just the rows inserted.
+      const sums = inserted === rows ? dailySums(values) : undefined;
+      if (sums !== undefined) daily.add(sums);
+      else if (inserted > 0) daily.addSince(since);
     });
   }
 
@@ -206,6 +222,75 @@ export class SqliteUsageSink implements UsageSink {
   async close(): Promise<void> {
     if (this.owned && this.db.open) this.db.close();
   }
+}
+
+const TIME = USAGE_COLUMNS.indexOf('time');
+const ACCOUNT = USAGE_COLUMNS.indexOf('account_id');
+const MODEL = USAGE_COLUMNS.indexOf('model');
+const INPUT = USAGE_COLUMNS.indexOf('input_tokens');
+const OUTPUT = USAGE_COLUMNS.indexOf('output_tokens');
+const CREDITS = USAGE_COLUMNS.indexOf('credits');
+
+/**
+ * The rows' sums per UTC day (`time` is toISOString(), so its first ten characters), account and model,
+ * as the SQL sums make them; undefined when a sum would not be exact in a double (creditsMicros).
+ */
+function dailySums(values: UsageRowValues): DailySums[] | undefined {
+  const sums: DailySums[] = [];
+  // Day → account → model: lookups of the strings as they are, none built per row (a joined key cost
+  // three times as much); a batch's records mostly share a day, looked up again only when it changes.
+  const days = new Map<string, Map<string, Map<string, DailySums>>>();
+  let day = '';
+  let accounts: Map<string, Map<string, DailySums>> | undefined;
+  for (let at = 0; at < values.length; at += USAGE_COLUMNS.length) {
+    const micros = creditsMicros(values[at + CREDITS] as number);
+    if (micros === undefined) return undefined;
+    const time = values[at + TIME] as string;
+    if (accounts === undefined || !time.startsWith(day)) {
+      day = time.slice(0, 10);
+      accounts = days.get(day);
+      if (accounts === undefined) {
+        accounts = new Map();
+        days.set(day, accounts);
+      }
+    }
+    const account = values[at + ACCOUNT] as string;
+    let models = accounts.get(account);
+    if (models === undefined) {
+      models = new Map();
+      accounts.set(account, models);
+    }
+    const model = values[at + MODEL] as string;
+    const group = models.get(model);
+    if (group === undefined) {
+      const added: DailySums = {
+        day,
+        account_id: account,
+        model,
+        requests: 1,
+        input_tokens: values[at + INPUT] as number,
+        output_tokens: values[at + OUTPUT] as number,
+        credits_micros: micros,
+      };
+      models.set(model, added);
+      sums.push(added);
+    } else {
+      group.requests += 1;
+      group.input_tokens += values[at + INPUT] as number;
+      group.output_tokens += values[at + OUTPUT] as number;
+      group.credits_micros += micros;
+    }
+  }
+  for (const g of sums) {
+    if (!Number.isSafeInteger(g.input_tokens + g.output_tokens + g.credits_micros)) return undefined;
+  }
+  return sums;
+}
+
+/** What libsql's run() answers. */
+interface RunResult {
+  changes: number;
+  lastInsertRowid: number | bigint;
 }
 
 /** Usage records as their ledger columns, row after row (pushUsageRow). */

@@ -57,6 +57,34 @@ function snapshot(db: SqliteDatabase) {
   };
 }
 
+/** The ledger's per-day totals (src/usage/sqlite-daily.ts), in key order. */
+function dailyOf(db: SqliteDatabase): unknown[] {
+  return db.prepare('SELECT * FROM usage_daily ORDER BY day, account_id, model').all();
+}
+
+/** What the per-day totals of `records` must be: each record counted once, credits in micro-credits. */
+function sumsOf(records: readonly UsageRecord[]): unknown[] {
+  const days = new Map<string, Record<string, string | number>>();
+  for (const r of records) {
+    const key = `${r.time.slice(0, 10)}\t${r.account_id}\t${r.model}`;
+    const day = days.get(key) ?? {
+      day: r.time.slice(0, 10),
+      account_id: r.account_id,
+      model: r.model,
+      requests: 0,
+      input_tokens: 0,
+      output_tokens: 0,
+      credits_micros: 0,
+    };
+    (day.requests as number) += 1;
+    (day.input_tokens as number) += r.input_tokens;
+    (day.output_tokens as number) += r.output_tokens;
+    (day.credits_micros as number) += Math.round(r.credits * 1_000_000);
+    days.set(key, day);
+  }
+  return [...days.keys()].sort().map((key) => days.get(key));
+}
+
 /** The movements without their integer id (the ledger file numbers them itself). */
 function withoutIds(rows: Array<Record<string, unknown>>) {
   return rows.map(({ id: _id, ...rest }) => rest);
@@ -137,6 +165,8 @@ describe('the ledger file', () => {
     expect(after.balances).toEqual(old.before.balances);
     expect(withoutIds(after.movements)).toEqual(withoutIds(old.before.movements));
     expect(after.movements.map((m) => m.id)).toEqual(after.movements.map((_, i) => i + 1));
+    // The records moved count in the usage queries' totals, each once.
+    expect(dailyOf(db)).toEqual(sumsOf(old.records));
     const usage = new SqliteUsageSink(db);
     expect(byId(usage.list({ accountId: 'acct-a' }))).toEqual(
       byId(old.records.filter((r) => r.account_id === 'acct-a')),
@@ -174,6 +204,7 @@ describe('the ledger file', () => {
     });
     new SqliteUsageSink(db).writeNow([migrated]);
     expect(snapshot(db)).toEqual(after);
+    expect(dailyOf(db)).toEqual(sumsOf(old.records));
     // New movements are numbered after the migrated ones.
     again.debit('acct-a', 1, newUsageId());
     const last = snapshot(db).movements.at(-1);
@@ -205,6 +236,8 @@ describe('the ledger file', () => {
     cleanups.push(() => db.close());
     expect(snapshot(db)).toEqual(moved);
     expect(withoutIds(moved.movements)).toEqual(withoutIds(old.before.movements));
+    // The second copy inserted nothing, so it added nothing to the totals.
+    expect(dailyOf(db)).toEqual(sumsOf(old.records));
     expect(ledgerObjects(store.handle)).toEqual([]);
   });
 
@@ -225,6 +258,7 @@ describe('the ledger file', () => {
     expect(snapshot(store.handle)).toEqual(old.before);
     const ledger = new Database(path);
     expect(snapshot(ledger)).toEqual({ usage: [], balances: [], movements: [] });
+    expect(dailyOf(ledger)).toEqual([]);
 
     // Once the cause is gone, the next start moves everything (the failed attempt left nothing attached).
     blocker.exec('DROP TRIGGER refuse');
@@ -233,6 +267,7 @@ describe('the ledger file', () => {
     cleanups.push(() => db.close());
     expect(snapshot(db).usage).toEqual(old.before.usage);
     expect(withoutIds(snapshot(db).movements)).toEqual(withoutIds(old.before.movements));
+    expect(dailyOf(db)).toEqual(sumsOf(old.records));
     expect(ledgerObjects(store.handle)).toEqual([]);
     ledger.close();
   });

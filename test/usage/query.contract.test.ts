@@ -1,8 +1,9 @@
 /**
  * Usage queries (src/usage/query*.ts) against both modes' stores: records written through the real sinks
  * (the ledger thread into ledger.db, the in-memory store's ledger, the Redis Stream sink), then read back
- * as per-day totals. The same expectations for each, plus what is particular to each store: a ledger that
- * predates the daily totals, an old gantry.db moved over, the day hashes' TTL and type check.
+ * as per-day totals. The same expectations for each, plus what is particular to each store: the SQLite
+ * sink's per-batch sums against SQLite's own, a ledger that predates the daily totals, one that kept them
+ * with a trigger, an old gantry.db moved over, the day hashes' TTL and type check.
  */
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -289,6 +290,136 @@ describe('SQLite: ledgers written before the daily totals', () => {
     expect(await query.daily({ from: DAY_2, to: DAY_2 })).toEqual([
       usage(DAY_2, 'acct-a', 'gpt-test', { requests: 4, inputTokens: 4, outputTokens: 8, cost: 2 }),
     ]);
+    await query.close();
+    ledger.close();
+    store.close();
+    tmp.remove();
+  });
+});
+
+describe('SQLite: the daily totals of a batch', () => {
+  it("equal SQLite's own sums of the records stored, batch after batch, retries and repeats included", async () => {
+    const store = new SqliteStore(':memory:');
+    const sink = new SqliteUsageSink(store.handle);
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 48271) % 2147483647;
+      return seed / 2147483647;
+    };
+    // Names that a key joined with a separator would confuse, credits at and around half a micro-credit,
+    // and in one batch credits too large for a double to sum exactly (left to SQLite).
+    const accounts = ['a', 'a\tb', 'a1:', 'a\t'];
+    const models = ['b\tc', 'c', '1:c', 'bc'];
+    const credits = (i: number) => (i % 3 === 0 ? (i + 0.5) / 1_000_000 : random() * 3);
+    const batches: UsageRecord[][] = [];
+    for (let b = 0; b < 8; b++) {
+      batches.push(
+        Array.from({ length: 120 }, (_, i) =>
+          makeRecord({
+            time: at(i % 7 === 0 ? DAY_2 : DAY_1, i % 2 === 0 ? '23:59:59.999' : '00:00:00.000'),
+            account_id: accounts[(i + b) % accounts.length] as string,
+            model: models[Math.floor(i / 4) % models.length] as string,
+            input_tokens: Math.floor(random() * 1e6),
+            output_tokens: Math.floor(random() * 1e4),
+            credits: b === 3 && i === 5 ? 1e10 : credits(i + b * 120),
+          }),
+        ),
+      );
+    }
+    for (const [b, batch] of batches.entries()) {
+      await sink.write(batch);
+      // A retry of the batch, and one of half of it with new records after.
+      if (b % 2 === 1) await sink.write(batch);
+      if (b % 3 === 2) await sink.write([...batch.slice(60), ...makeRecords(3, { time: at(DAY_3) })]);
+    }
+    const totals = store.handle.prepare('SELECT * FROM usage_daily ORDER BY day, account_id, model').all();
+    const sums = store.handle
+      .prepare(
+        `SELECT substr(time, 1, 10) AS day, account_id, model, COUNT(*) AS requests,
+          SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens,
+          SUM(CAST(round(credits * 1000000) AS INTEGER)) AS credits_micros
+        FROM usage_records GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`,
+      )
+      .all();
+    expect(sums).toHaveLength(2 * 16 + 1);
+    expect(totals).toEqual(sums);
+    await sink.close();
+    store.close();
+  });
+});
+
+/** How a ledger kept its daily totals before they were summed per batch: a trigger, one upsert a record. */
+const TRIGGER_LEDGER = `
+CREATE TABLE usage_daily (
+  day TEXT NOT NULL, account_id TEXT NOT NULL, model TEXT NOT NULL, requests INTEGER NOT NULL,
+  input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, credits_micros INTEGER NOT NULL,
+  PRIMARY KEY (day, account_id, model)
+) WITHOUT ROWID;
+CREATE INDEX usage_daily_account_day ON usage_daily (account_id, day);
+CREATE TRIGGER usage_records_daily AFTER INSERT ON usage_records
+BEGIN
+  INSERT INTO usage_daily (day, account_id, model, requests, input_tokens, output_tokens, credits_micros)
+  VALUES (substr(NEW.time, 1, 10), NEW.account_id, NEW.model, 1, NEW.input_tokens, NEW.output_tokens,
+    CAST(round(NEW.credits * 1000000) AS INTEGER))
+  ON CONFLICT (day, account_id, model) DO UPDATE SET
+    requests = requests + 1,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    credits_micros = credits_micros + excluded.credits_micros;
+END;
+`;
+
+describe('SQLite: ledgers whose daily totals a trigger kept', () => {
+  const triggers = (db: ReturnType<typeof openDatabase>['db']) =>
+    db.prepare(`SELECT name FROM sqlite_master WHERE type = 'trigger'`).all();
+
+  it('the server drops the trigger at open, keeps the totals, and counts every later record once', async () => {
+    const tmp = tempDir();
+    const path = join(tmp.dir, 'ledger.db');
+    const { db: older } = openDatabase(path);
+    older.exec(USAGE_SCHEMA + TRIGGER_LEDGER);
+    // An older Gantry's writes: each record counted by the trigger.
+    const insert = older.prepare(
+      `INSERT OR IGNORE INTO usage_records (${USAGE_COLUMNS.join(', ')}) VALUES (${USAGE_COLUMNS.map(() => '?').join(', ')})`,
+    );
+    const write = (record: UsageRecord) => {
+      const values: UsageRowValues = [];
+      pushUsageRow(values, record);
+      insert.run(values);
+    };
+    const before = [
+      makeRecord({ time: at(DAY_1), input_tokens: 2, output_tokens: 1, credits: 0.5 }),
+      makeRecord({ time: at(DAY_1), input_tokens: 3, output_tokens: 1, credits: 0.25 }),
+    ];
+    for (const record of before) write(record);
+
+    // The CLI opening the file beside that older server leaves its trigger: its next record still counts.
+    const cli = openLedgerFile(path);
+    expect(triggers(cli)).toEqual([{ name: 'usage_records_daily' }]);
+    cli.close();
+    const third = makeRecord({ time: at(DAY_1), input_tokens: 5, output_tokens: 0, credits: 0.125 });
+    write(third);
+    older.close();
+
+    const store = new SqliteStore(join(tmp.dir, 'gantry.db'));
+    const ledger = openLedgerFile(path, store.handle);
+    expect(triggers(ledger)).toEqual([]);
+    const query = createSqliteUsageQuery(store);
+    expect(await query.daily({ from: DAY_1, to: DAY_1 })).toEqual([
+      usage(DAY_1, 'acct-a', 'gpt-test', { requests: 3, inputTokens: 10, outputTokens: 2, cost: 0.875 }),
+    ]);
+
+    // The ledger thread's sink, as the server writes: a new record and a retried one.
+    const thread = new LedgerThread({ path, defaultBalance: 0 });
+    const sink = new ThreadedUsageSink(thread);
+    const later = makeRecord({ time: at(DAY_2), input_tokens: 7, output_tokens: 7, credits: 1 });
+    await sink.write([later, before[0] as UsageRecord, third]);
+    await sink.write([later]);
+    expect(await query.daily({ from: DAY_1, to: DAY_2 })).toEqual([
+      usage(DAY_1, 'acct-a', 'gpt-test', { requests: 3, inputTokens: 10, outputTokens: 2, cost: 0.875 }),
+      usage(DAY_2, 'acct-a', 'gpt-test', { requests: 1, inputTokens: 7, outputTokens: 7, cost: 1 }),
+    ]);
+    await thread.close();
     await query.close();
     ledger.close();
     store.close();
