@@ -9,6 +9,7 @@ import { trackStream } from '../inference/stream-reply.js';
 import { openTicket } from '../inference/ticket.js';
 import { checkJsonDepth } from '../json-depth.js';
 import { forwardSchema } from '../openapi/schemas/forward.js';
+import { activeSafety } from '../safety/engine.js';
 
 /** Headers that belong to one hop and must not be relayed. */
 const HOP_BY_HOP = new Set([
@@ -30,7 +31,9 @@ const BOUNDARY = /boundary=(?:"([^"]+)"|([^;\s]+))/i;
 
 /**
  * Other OpenAI endpoints under /v1 (audio, images, moderations, ...) are forwarded as they are to the
- * first OpenAI-compatible provider of the model named in the body, after Gantry's own auth.
+ * first OpenAI-compatible provider of the model named in the body, after Gantry's own auth, for models
+ * that declare the `other` api. A body relayed unread cannot be checked or masked, so a request whose
+ * safety policy would block or mask is refused (README, "Safety" → "Forwarded endpoints").
  */
 export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry): Promise<void> {
   await app.register(async (scope) => {
@@ -42,12 +45,19 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
       const raw = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
       const contentType = String(request.headers['content-type'] ?? '');
       const { name, body, valueAt } = readModel(raw, contentType);
-      const model = gantry.catalog.get(name, principalOf(request).account);
+      const principal = principalOf(request);
+      const model = gantry.catalog.get(name, principal.account);
       if (!model)
         throw new GantryError('MODEL_NOT_FOUND', {
           message: `The model ${name} does not exist`,
           param: 'model',
         });
+      if (!model.entry.apis.includes('other')) {
+        throw new GantryError('MODEL_NOT_SUPPORTED', {
+          message: `The model ${name} does not serve ${pathOf(request)}`,
+          param: 'model',
+        });
+      }
       // Offline in the config or by an operator's override: refused as on every other inference route.
       const offline = gantry.catalog.offline(model.entry);
       if (offline !== undefined) {
@@ -65,6 +75,7 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
           param: 'model',
         });
       }
+      refuseUncheckable(gantry, name, model.entry.namespace, principal, pathOf(request));
       let outBody = raw;
       if (route.model !== name) {
         if (body) outBody = renameJsonModel(body, route.model);
@@ -104,6 +115,37 @@ export async function registerForwardRoutes(app: FastifyInstance, gantry: Gantry
       res.once('close', untrack);
       return reply.send(relayed);
     });
+  });
+}
+
+/**
+ * Under a policy that blocks or masks, the body would have to be read, checked and masked first, which
+ * a byte-for-byte relay (audio, images, any endpoint Gantry does not know) cannot do: refused before
+ * anything is sent. Under `annotate` the call is relayed, unchecked, since results could not be added
+ * to the relayed answer either.
+ */
+function refuseUncheckable(
+  gantry: Gantry,
+  name: string,
+  namespace: string,
+  principal: Parameters<typeof activeSafety>[2],
+  path: string,
+): void {
+  const active = activeSafety(gantry.safety, namespace, principal);
+  if (active === undefined) return;
+  const { policy } = active;
+  const does =
+    policy.mode === 'block'
+      ? policy.redact.length > 0
+        ? 'blocks flagged prompts and masks personal data'
+        : 'blocks flagged prompts'
+      : policy.redact.length > 0
+        ? 'masks personal data'
+        : undefined;
+  if (does === undefined) return;
+  throw new GantryError('MODEL_NOT_SUPPORTED', {
+    message: `The model ${name} runs under the safety policy "${policy.name}", which ${does}: ${path} is relayed unread, so Gantry cannot apply it there`,
+    param: 'model',
   });
 }
 

@@ -78,6 +78,7 @@ models:
   - namespace: ${UPSTREAM}
     name: Upstream chat
     type: text
+    apis: [chat, responses, other]
     routes: [{ provider: up, model: fake-model }]
 `);
 });
