@@ -80,3 +80,16 @@ export function redactorFor(safety: Safety, policy: SafetyPolicy): Redactor | un
   const offline = safety.classifiers.get('offline') as ClassifierEntry;
   return new Redactor(offline.classifier, kindsOf(policy));
 }
+
+/**
+ * An embeddings request's `input` with personal data masked (README, "Safety" → "Embeddings"): a string
+ * or each string of an array, as documents. The same value when nothing was found; undefined for token
+ * arrays, whose text Gantry cannot read and so cannot mask.
+ */
+export function redactEmbeddingInput(input: unknown, redactor: Redactor): string | string[] | undefined {
+  if (typeof input === 'string') return redactor.mask(input, 'document');
+  if (!Array.isArray(input) || !input.every((item) => typeof item === 'string')) return undefined;
+  const before = redactor.masked;
+  const out = input.map((item: string) => redactor.mask(item, 'document'));
+  return redactor.masked === before ? input : out;
+}
