@@ -6,7 +6,9 @@ export const forwardSchema: FastifySchema = {
   summary: 'Any other OpenAI endpoint (audio, images, moderations, …), forwarded',
   description:
     'The `model` is read from the JSON or multipart body; the request goes as it is (the model renamed) to ' +
-    'the first OpenAI-compatible provider of that model, and its answer comes back as it is.',
+    'the first OpenAI-compatible provider of that model, and its answer comes back as it is. Only models ' +
+    'that declare the `other` api are forwarded, and not under a safety policy that blocks or masks ' +
+    '(the body is relayed unread): those get 422 MODEL_NOT_SUPPORTED.',
   tags: ['inference'],
   operationId: 'forwardRequest',
   params: {
