@@ -28,7 +28,7 @@ export function registerEmbeddingRoutes(app: FastifyInstance, gantry: Gantry): v
  *
  * Under a policy that masks personal data (README, "Safety" → "Embeddings") the inputs go upstream
  * masked; nothing else of the safety layer runs here: an embedding is no text a reader sees, and Azure
- * OpenAI filters no embeddings either.
+ * OpenAI's embeddings answers carry no content filter results either.
  */
 export async function createEmbeddings(
   gantry: Gantry,
