@@ -11,7 +11,8 @@
  * into one lookup table and its patterns into one regular expression, which answer "nothing here" for
  * almost every text in one pass; only the words around a place the gate matched go to the library's
  * matcher, which decides (and applies the allowed look-alikes). Spaced-out words ("f u c k",
- * "s.h.i.t") are joined and checked the same way.
+ * "s.h.i.t") are joined and checked the same way, and invisible characters (zero-width space, soft
+ * hyphen, ...) are removed first.
  */
 import {
   DataSet,
@@ -71,6 +72,8 @@ const SPACED = /(?<![A-Za-z0-9])(?:[A-Za-z0-9@$!|][ .\-_*+~]{1,2}){3,}[A-Za-z0-9
 /** A cheap test that a text may hold such a run (three spaced single characters). */
 const SPACED_HINT = /[A-Za-z0-9@$!|][ .\-_*+~]{1,2}[A-Za-z0-9@$!|][ .\-_*+~]{1,2}[A-Za-z0-9@$!|][ .\-_*+~]/;
 const SEPARATORS = /[ .\-_*+~]/g;
+const NON_ASCII = /[\u0080-\uffff]/;
+const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
 
 export class ProfanityClassifier {
   private readonly matcher: RegExpMatcher;
@@ -120,7 +123,10 @@ export class ProfanityClassifier {
     for (let u = 0; u < 0x10000; u++) this.table[u] = this.simpleChain(u);
   }
 
-  detect(text: string): boolean {
+  detect(input: string): boolean {
+    // A zero-width space or soft hyphen inside a word would hide it from the library's matcher too
+    // (its transforms keep them): they go first, on the rare text that is not plain ASCII.
+    const text = NON_ASCII.test(input) ? input.replace(INVISIBLE, '') : input;
     if (this.found(text)) return true;
     if (!SPACED_HINT.test(text)) return false;
     SPACED.lastIndex = 0;
