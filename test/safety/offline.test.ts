@@ -362,6 +362,8 @@ describe('trivial obfuscation', () => {
       '10am 4th 100mg 5km v1 a4 h2o x86 k1ll9 mpe',
     );
     expect(normaliseForRules('K1ll, 5uicide, @ss, $hit, h4te')).toBe('kill, suicide, ass, shit, hate');
+    // Long runs of letters and digits are keys and hashes: left as written.
+    expect(normaliseForRules('sk1ll3dw0rk3r5t0k3n4bc1357a')).toBe('sk1ll3dw0rk3r5t0k3n4bc1357a');
   });
 
   it('leaves ordinary text with numbers safe', () => {

@@ -6,13 +6,14 @@
  *
  * Cost: a text of plain ASCII without the digits and signs leet uses pays one failing scan besides the
  * lower-casing; English prose whose only other characters are typographic quotes and dashes pays two
- * more scans and the apostrophes' replacement (the rules spell them in ASCII). Otherwise each step runs only when a scan finds its characters:
+ * more scans and the apostrophes' replacement (the rules spell them in ASCII). Otherwise each step runs
+ * only when a scan finds its characters:
  * - compatibility forms: NFKC (full-width letters, ligatures, styled and circled letters become plain);
  * - invisible characters removed (zero-width spaces and joiners, soft hyphen, BOM, bidi controls, tag
  *   characters, variation selectors: the default-ignorable code points);
  * - accents and combining marks removed (`k̶i̶l̶l̶`, `kíll`), by decomposing and composing again;
- * - leet: in a word of letters, the digits 0 1 3 4 5 7 and the signs @ $ read as o i e a s t a s.
- *   Numbers are left alone: a word without a letter (`1488`, `2024`, `$100`), with another digit
+ * - leet: in a word of letters (24 characters at most: longer runs are keys and hashes), the digits
+ *   0 1 3 4 5 7 and the signs @ $ read as o i e a s t a s. Numbers are left alone: a word without a letter (`1488`, `2024`, `$100`), with another digit
  *   (`h2o`, `x86`), a number with a short unit (`10am`, `4th`, `100mg`) or after one letter (`v1`, `a4`).
  */
 
@@ -42,6 +43,8 @@ const APOSTROPHES = /[\u2018\u2019\u201b\u2032]/g;
 /** Each leet digit or sign; the word around it is looked at only there (digits are rare in prose). */
 const LEET_AT = /[013457@$]/g;
 const NOT_LEET = /[2689]/;
+/** Longer runs are identifiers, keys and hashes, not words. */
+const LONGEST_WORD = 24;
 const LETTER = /[a-z]/;
 /** A number with a unit or an ordinal suffix (`10am`, `4th`, `100mg`), or a letter and a number (`v1`, `a4`). */
 const NUMBER_UNIT = /^[0-9]+[a-z]{1,3}$|^[a-z][0-9]+$/;
@@ -55,7 +58,6 @@ const LEET: Readonly<Record<string, string>> = {
   '@': 'a',
   $: 's',
 };
-const LEET_CHAR = /[013457@$]/g;
 
 /** `text` lower-cased, with compatibility forms, invisible characters, accents and leet undone. */
 export function normaliseForRules(text: string): string {
@@ -101,6 +103,9 @@ function foldUnicode(text: string): string {
 }
 
 function unleet(word: string): string {
-  if (!LETTER.test(word) || NOT_LEET.test(word) || NUMBER_UNIT.test(word)) return word;
-  return word.replace(LEET_CHAR, (c) => LEET[c] as string);
+  if (word.length > LONGEST_WORD || !LETTER.test(word) || NOT_LEET.test(word) || NUMBER_UNIT.test(word))
+    return word;
+  let letters = '';
+  for (const c of word) letters += LEET[c] ?? c;
+  return letters;
 }
