@@ -2,9 +2,9 @@
  * `npm run safety:eval [-- --failures] [-- --json]`: the offline classifier (src/safety/offline) against
  * the labelled set test/fixtures/safety/labelled.jsonl; prints precision and recall per category, for
  * the development part, the held-out part (every 5th line, not looked at while writing the rules) and
- * the whole set, then per source (prompt, document, completion) on the whole set, and exits 1 when the whole set is below a category's floor (FLOORS; README,
- * "Classifiers"). `--failures` lists the development part's misses and false alarms (never the held-out
- * part's).
+ * the whole set, then per source (prompt, document, completion) on the whole set, and exits 1 when the
+ * whole set is below a category's floor (FLOORS; README, "Classifiers"). `--failures` lists the
+ * development part's misses and false alarms (never the held-out part's).
  *
  * `npm run safety:bench` (`--bench`): the median and p99 microseconds of one classify of a 1 KB prompt,
  * and of 32 short completion windows (as a blocked-mode stream checks them), on this machine.

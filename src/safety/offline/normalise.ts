@@ -13,8 +13,9 @@
  *   characters, variation selectors: the default-ignorable code points);
  * - accents and combining marks removed (`k̶i̶l̶l̶`, `kíll`), by decomposing and composing again;
  * - leet: in a word of letters (24 characters at most: longer runs are keys and hashes), the digits
- *   0 1 3 4 5 7 and the signs @ $ read as o i e a s t a s. Numbers are left alone: a word without a letter (`1488`, `2024`, `$100`), with another digit
- *   (`h2o`, `x86`), a number with a short unit (`10am`, `4th`, `100mg`) or after one letter (`v1`, `a4`).
+ *   0 1 3 4 5 7 and the signs @ $ read as o i e a s t a s. Numbers are left alone: a word without a
+ *   letter (`1488`, `2024`, `$100`), with another digit (`h2o`, `x86`), a number with a short unit
+ *   (`10am`, `4th`, `100mg`) or after one letter (`v1`, `a4`).
  */
 
 /** Anything but plain ASCII letters, or a leet digit or sign: the one scan every text pays. */
@@ -88,6 +89,11 @@ function unleetWords(lower: string): string {
 /** a-z, 0-9, @ and $ (the text is lower case). */
 function isWordUnit(c: number): boolean {
   return (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x40 || c === 0x24;
+}
+
+/** `text` without its invisible characters (profanity.ts removes them too). */
+export function removeInvisible(text: string): string {
+  return NON_ASCII.test(text) && HAS_INVISIBLE.test(text) ? text.replace(INVISIBLE, '') : text;
 }
 
 function foldUnicode(text: string): string {

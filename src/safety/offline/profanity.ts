@@ -24,6 +24,7 @@ import {
   SyntaxKind,
   type TransformerContainer,
 } from 'obscenity';
+import { removeInvisible } from './normalise.js';
 
 /**
  * Words of the library's list that name a sexual topic rather than swear (the sexual category scores
@@ -72,8 +73,6 @@ const SPACED = /(?<![A-Za-z0-9])(?:[A-Za-z0-9@$!|][ .\-_*+~]{1,2}){3,}[A-Za-z0-9
 /** A cheap test that a text may hold such a run (three spaced single characters). */
 const SPACED_HINT = /[A-Za-z0-9@$!|][ .\-_*+~]{1,2}[A-Za-z0-9@$!|][ .\-_*+~]{1,2}[A-Za-z0-9@$!|][ .\-_*+~]/;
 const SEPARATORS = /[ .\-_*+~]/g;
-const NON_ASCII = /[\u0080-\uffff]/;
-const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
 
 export class ProfanityClassifier {
   private readonly matcher: RegExpMatcher;
@@ -125,8 +124,8 @@ export class ProfanityClassifier {
 
   detect(input: string): boolean {
     // A zero-width space or soft hyphen inside a word would hide it from the library's matcher too
-    // (its transforms keep them): they go first, on the rare text that is not plain ASCII.
-    const text = NON_ASCII.test(input) ? input.replace(INVISIBLE, '') : input;
+    // (its transforms keep them): they go first.
+    const text = removeInvisible(input);
     if (this.found(text)) return true;
     if (!SPACED_HINT.test(text)) return false;
     SPACED.lastIndex = 0;
