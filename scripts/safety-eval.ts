@@ -2,9 +2,9 @@
  * `npm run safety:eval [-- --failures] [-- --json]`: the offline classifier (src/safety/offline) against
  * the labelled set test/fixtures/safety/labelled.jsonl; prints precision and recall per category, for
  * the development part, the held-out part (every 5th line, not looked at while writing the rules) and
- * the whole set, and exits 1 when the whole set is below a category's floor (FLOORS; README,
- * "Classifiers"). `--failures` lists the development part's misses and false alarms (never the held-out
- * part's).
+ * the whole set, then per source (prompt, document, completion) on the whole set, and exits 1 when the
+ * whole set is below a category's floor (FLOORS; README, "Classifiers"). `--failures` lists the
+ * development part's misses and false alarms (never the held-out part's).
  *
  * `npm run safety:bench` (`--bench`): the median and p99 microseconds of one classify of a 1 KB prompt,
  * and of 32 short completion windows (as a blocked-mode stream checks them), on this machine.
@@ -136,6 +136,8 @@ export interface Score {
 export interface Report {
   /** By part (dev, held_out, all), then by question. */
   parts: Record<'dev' | 'held_out' | 'all', Record<string, Score>>;
+  /** The whole set by the lines' source, then by question. */
+  sources: Record<TextSource, Record<string, Score>>;
   /** Development lines answered wrongly: index, question, expected. */
   failures: Array<{ index: number; question: string; expected: boolean; text: string }>;
   /** Categories below their floor on the whole set. */
@@ -148,6 +150,10 @@ export function evaluateSet(classifier: TextClassifier, lines: readonly Labelled
     'dev' | 'held_out' | 'all',
     Record<string, { tp: number; fp: number; fn: number }>
   >;
+  const bySource = { prompt: empty(), document: empty(), completion: empty() } as Record<
+    TextSource,
+    Record<string, { tp: number; fp: number; fn: number }>
+  >;
   const failures: Report['failures'] = [];
   lines.forEach((line, index) => {
     const findings = classifier.classify(line.text, line.source) as Findings;
@@ -156,7 +162,7 @@ export function evaluateSet(classifier: TextClassifier, lines: readonly Labelled
       if (!q.applies(line)) continue;
       const expected = q.expected(line);
       const predicted = q.predicted(findings, line);
-      for (const c of [counts[part][q.name], counts.all[q.name]]) {
+      for (const c of [counts[part][q.name], counts.all[q.name], bySource[line.source][q.name]]) {
         if (c === undefined) continue;
         if (expected && predicted) c.tp++;
         else if (predicted) c.fp++;
@@ -177,13 +183,19 @@ export function evaluateSet(classifier: TextClassifier, lines: readonly Labelled
       Object.fromEntries(Object.entries(byQ).map(([q, c]) => [q, score(c)])),
     ]),
   ) as Report['parts'];
+  const sources = Object.fromEntries(
+    Object.entries(bySource).map(([source, byQ]) => [
+      source,
+      Object.fromEntries(Object.entries(byQ).map(([q, c]) => [q, score(c)])),
+    ]),
+  ) as Report['sources'];
   const below = Object.entries(FLOORS)
     .filter(([q, floor]) => {
       const s = parts.all[q] as Score;
       return s.precision < floor.precision || s.recall < floor.recall;
     })
     .map(([q]) => q);
-  return { parts, failures, below };
+  return { parts, sources, failures, below };
 }
 
 function printReport(report: Report, lines: readonly LabelledLine[]): void {
@@ -203,6 +215,23 @@ function printReport(report: Report, lines: readonly LabelledLine[]): void {
     process.stdout.write(
       `${q.name.padEnd(22)}  ${pct(d.precision)}  ${pct(d.recall)}   ${pct(h.precision)}   ${pct(h.recall)}  ${pct(a.precision)}  ${pct(a.recall)}  ${String(a.tp).padStart(3)} ${String(a.fp).padStart(3)} ${String(a.fn).padStart(3)}   ${floor ? `${floor.precision}, ${floor.recall}${report.below.includes(q.name) ? '  BELOW' : ''}` : ''}\n`,
     );
+  }
+  // Per source, the floored questions and the severities at >= low: P / R (positives), on the whole set.
+  const sources = ['prompt', 'document', 'completion'] as const;
+  const counted = sources.map((s) => lines.filter((l) => l.source === s).length);
+  process.stdout.write(
+    `\nby source, whole set: P / R (positives)\n${'category'.padEnd(22)}${sources.map((s, i) => `${s} (${counted[i]})`.padStart(20)).join('')}\n`,
+  );
+  for (const q of QUESTIONS) {
+    if (FLOORS[q.name] === undefined && !q.name.endsWith('>=low')) continue;
+    const cells = sources.map((source) => {
+      const c = report.sources[source][q.name] as Score;
+      const positives = c.tp + c.fn;
+      return (
+        c.tp + c.fp + c.fn === 0 ? '-' : `${pct(c.precision)} / ${pct(c.recall)} (${positives})`
+      ).padStart(20);
+    });
+    process.stdout.write(`${q.name.padEnd(22)}${cells.join('')}\n`);
   }
 }
 

@@ -236,6 +236,14 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
         severity: 'high',
         keys: ['body', 'poison', 'murder', 'kill', 'killing'],
       },
+      // Calls to kill a group (hate scores the same call as a call for removal).
+      {
+        re: re(
+          `\\b${G}\\s+(?:should|must|need to|ought to|deserve to|have to)\\s+(?:all\\s+)?(?:be\\s+)?(?:die|killed|exterminated|gassed|shot|hanged|lynched|burned|burnt|slaughtered|executed)\\b`,
+        ),
+        severity: 'high',
+        keys: ['die', 'killed', 'exterminated', 'shot', 'lynched', 'slaughtered', 'executed', 'burned'],
+      },
       // Mass violence.
       {
         re: re(
@@ -385,7 +393,7 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
       },
       {
         re: re(
-          `\\b(?:how many|how much|what dose of|what amount of|which)\\s+${w(3)}(?:pills|tablets|paracetamol|tylenol|acetaminophen|ibuprofen|aspirin|sleeping pills|insulin|antidepressants|meds)\\s+${w(5)}(?:to die|to kill (?:me|myself|you|yourself)|is lethal|is fatal|would be lethal|would kill|to overdose|for an overdose|to not wake up)`,
+          `\\b(?:how many|how much|what dose of|what amount of|which)\\s+${w(3)}(?:pills|tablets|paracetamol|tylenol|acetaminophen|ibuprofen|aspirin|sleeping pills|insulin|antidepressants|meds)\\s+${w(5)}(?:to die|to kill (?:me|myself|you|yourself)|is lethal|is fatal|would be lethal|would be fatal|would kill|to overdose|for an overdose|to not wake up)`,
         ),
         severity: 'high',
         keys: [
@@ -402,9 +410,20 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
         ],
       },
       {
-        re: /\b(?:mix|take|use|buy|swallow|drink|inject|combine|jump from|jump off)\b[^.!?]{0,40}\bto (?:kill myself|end my (?:own )?life|die|commit suicide|overdose|not wake up)\b|\btake (?:all|\d+|a (?:whole|full) (?:bottle|pack|box)) (?:of )?(?:the |your |my )?(?:pills|tablets|meds|sleeping pills)\b[^.!?]{0,60}\b(?:not wake up|never wake up|die|dead|end it)/,
+        re: /\b(?:mix|take|use|buy|swallow|drink|inject|combine|jump from|jump off)\b[^.!?]{0,40}\bto (?:kill myself|end my (?:own )?life|die|commit suicide|overdose|not wake up)\b|\btake (?:all|\d+|a (?:whole|full) (?:bottle|pack|box)) (?:of )?(?:the |your |my )?(?:pills|tablets|meds|sleeping pills)\b[^.!?]{0,60}\b(?:not wake up|never wake up|won't wake up|will not wake up|die|dead|end it)/,
         keys: ['myself', 'suicide', 'end', 'die', 'overdose', 'wake up', 'dead', 'pills', 'tablets', 'meds'],
         severity: 'high',
+      },
+      // Urging someone to harm themself.
+      {
+        re: /\b(?:you should|you could|just|go|why don't you)\s+(?:\w+\s+)?(?:kill yourself|end your (?:own )?life|cut yourself|hang yourself|starve yourself)\b/,
+        severity: 'medium',
+        keys: ['yourself', 'end'],
+      },
+      {
+        re: /\b(?:cutting|hurting|burning|starving|harming) yourself (?:is|can be) (?:a |the )?(?:good|great|best|only|easy) (?:way|answer|thing)\b|\b(?:cut|press) (?:harder|deeper)\b[^.!?]{0,60}\b(?:scars|cuts|wrists?|blood)\b/,
+        severity: 'high',
+        keys: ['yourself', 'cut', 'cutting', 'cuts', 'wrists', 'wrist'],
       },
       {
         re: /\b(?:suicide|self-harm|self harm) (?:methods?|techniques?|instructions?|tips)\b/,
@@ -495,7 +514,7 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
         severity: 'medium',
       },
       {
-        re: /\b(?:graphic|explicit|vivid|lurid|intimate) detail\b[^.!?]{0,80}\b(?:sex|sexual|naked|nude|orgasm|moan\w*|undress\w*|erotic)\b|\b(?:sex|sexual|naked|nude|orgasm|erotic)\b[^.!?]{0,80}\b(?:graphic|explicit|vivid|lurid) detail\b/,
+        re: /\b(?:graphic|explicit|vivid|lurid|intimate) (?:sexual )?detail\b[^.!?]{0,80}\b(?:sex|sexual|naked|nude|orgasm|moan\w*|undress\w*|erotic)\b|\b(?:sex|sexual|naked|nude|orgasm|erotic)\b[^.!?]{0,80}\b(?:graphic|explicit|vivid|lurid) (?:sexual )?detail\b|\b(?:graphic|explicit|vivid|lurid) sexual detail\b/,
         keys: [
           'sex',
           'sexual',
@@ -509,6 +528,12 @@ export const HARM: Readonly<Record<HarmCategory, HarmRules>> = {
           'undressing',
           'erotic',
         ],
+        severity: 'medium',
+      },
+      // Sex described rather than talked about: nudity with moaning, sex "until" or "all night".
+      {
+        re: /\b(?:naked|nude|undress\w*)\b[^.!?]{0,80}\bmoan\w*|\bmoan\w*[^.!?]{0,80}\b(?:naked|nude|undress\w*)\b|\b(?:had|have|having) sex\b[^.!?]{0,20}\b(?:until|all night|again and again)\b/,
+        keys: ['naked', 'nude', 'undressed', 'undressing', 'moan', 'moaned', 'moaning', 'sex'],
         severity: 'medium',
       },
       // Minors in a sexual context; sexual violence described.
@@ -595,7 +620,7 @@ export const JEST = /\b(?:lol|lmao|rofl|haha\w*|hehe\w*|jk|just kidding|kidding)
 
 /** The speaker harming themself: these words count for self_harm, not for violence. */
 export const SELF_DIRECTED =
-  /\b(?:kill|killing|hurt|hurting|cut|cutting|harm|harming|starve|starving|shoot|hang|hanging|stab|stabbing|poison|poisoning|burn|burning)\s+(?:myself|yourself|oneself|herself|himself|themselves)\b/g;
+  /\b(?:kill|killed|killing|hurt|hurting|cut|cutting|harm|harming|starve|starving|shoot|hang|hanging|stab|stabbing|poison|poisoning|burn|burning)\s+(?:myself|yourself|oneself|herself|himself|themselves)\b/g;
 
 export interface Harmless {
   /** Lexicon words of which one must be in the text for `re` to run. */
@@ -614,7 +639,7 @@ export const HARMLESS: readonly Harmless[] = [
   {
     keys: ['kill', 'kills', 'killed', 'killing', 'killer'],
     re: new RegExp(
-      `\\bkill(?:s|ed|ing)?\\s+(?:-\\d+\\s+)?(?:${NOT_A_PERSON}[\\w.-]+\\s+){0,3}(?:process(?:es)?|tasks?|jobs?|threads?|servers?|sessions?|pids?|commands?|apps?|applications?|programs?|containers?|pods?|tabs?|quer(?:y|ies)|connections?|scripts?|switch|workers?|daemons?|services?|instances?|signals?|builds?|requests?|lights|engine|music|mood|vibe|conversation|weeds?|bacteria|germs|mold|mould|pests?|insects|bugs|flies|two birds with one stone)\\b|\\bkill(?:ed|ing)? it\\b|\\bkill (?:switch|chain|screen|count|feed|zone)\\b|\\bkiller (?:app|feature|whale|whales|bees|instinct|deal|heels|sudoku)\\b|\\bkilling time\\b|\\b(?:is|are|was|were|it's|that's|they're) killing me\\b`,
+      `\\bkill(?:s|ed|ing)?\\s+(?:-\\d+\\s+)?(?:${NOT_A_PERSON}[\\w.-]+\\s+){0,3}(?:process(?:es)?|tasks?|jobs?|threads?|servers?|sessions?|pids?|commands?|apps?|applications?|programs?|containers?|pods?|tabs?|quer(?:y|ies)|connections?|scripts?|switch|workers?|daemons?|services?|instances?|signals?|builds?|requests?|lights|engine|music|mood|vibe|conversation|weeds?|bacteria|germs|mold|mould|pests?|insects|bugs|flies|two birds with one stone)\\b|\\bkill -\\w+|\\bkill(?:ed|ing)? it\\b|\\bkill (?:switch|chain|screen|count|feed|zone)\\b|\\bkiller (?:app|feature|whale|whales|bees|instinct|deal|heels|sudoku)\\b|\\bkilling time\\b|\\b(?:is|are|was|were|it's|that's|they're) killing me\\b`,
       'g',
     ),
   },

@@ -6,6 +6,8 @@
  *   documents, not evaluated on completions;
  * - profanity.ts: `profanity`;
  * - pii.ts: `pii` and the spans `redact` masks.
+ * The harm and jailbreak rules read the text as normalise.ts makes it (lower case, full-width forms,
+ * invisible characters and leet undone).
  * Protected material is not evaluated offline, so it is never reported. Everything is compiled when the
  * classifier is built (once, at start); a classify is a few scans of the text.
  */
@@ -13,6 +15,7 @@ import type { DetectionCategory } from '../categories.js';
 import type { Findings, TextClassifier, TextSource } from '../classifier.js';
 import { harmClassifier } from './harm.js';
 import { isAttack } from './jailbreak.js';
+import { normaliseForRules } from './normalise.js';
 import { findPii } from './pii.js';
 import { ProfanityClassifier } from './profanity.js';
 
@@ -22,7 +25,9 @@ export function offlineClassifier(): TextClassifier {
   return {
     name: 'offline',
     classify(text: string, source: TextSource): Findings {
-      const lower = text.toLowerCase();
+      // The harm and jailbreak rules read the text with trivial obfuscation undone (normalise.ts); PII
+      // spans are offsets into the original, and profanity has its library's own normalisation.
+      const lower = normaliseForRules(text);
       const pii = findPii(text);
       const detected: Partial<Record<DetectionCategory, boolean>> = {};
       if (source === 'prompt') detected.jailbreak = isAttack(lower);

@@ -80,7 +80,7 @@ const RULES: readonly Rule[] = [
   {
     // "Ignore/forget … previous … rules": these verbs say it whatever the rules are.
     re: new RegExp(
-      `\\b(?:ignor(?:e|ing)|disregard(?:ing)?|forget(?:ting)?|do not follow|don't follow|stop following)\\s+${W}(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|developer|default|old|all|any|every|your)\\s+${W}(?:instructions?|rules?|guidelines?|directives?|prompts?|constraints?|restrictions?|policies|policy|programming|guardrails?|filters?|context|commands?|orders?)\\b`,
+      `\\b(?:ignor(?:e|ing)|disregard(?:ing)?|forget(?:ting)?|do not follow|don't follow|stop following)\\s+${W}(?:previous|prior|above|earlier|preceding|former|original|initial|existing|system|safety|developer|default|old|all|any|every|whatever|your)\\s+${W}(?:instructions?|rules?|guidelines?|directives?|prompts?|constraints?|restrictions?|policies|policy|programming|guardrails?|filters?|context|commands?|orders?)\\b`,
     ),
     weight: 1,
     keys: OVERRIDE_VERBS,
@@ -146,7 +146,7 @@ const RULES: readonly Rule[] = [
     keys: ['unrestrict', 'unfilter', 'uncensor', 'jailbr', 'amoral', 'unethical', 'rogue', 'evil', 'lawless'],
   },
   {
-    re: /\b(?:no|without|free of|free from|freed from|liberated from|released from|not bound by|no longer bound by|unbound by|beyond)\s+(?:any\s+|all\s+|your\s+|the\s+)?(?:\w+\s+)?(?:restrictions?|filters?|censorship|limitations?|limits|rules|guidelines|guardrails|ethics|morals|content polic(?:y|ies)|safety)\b/,
+    re: /\b(?:no|zero|without|free of|free from|freed from|liberated from|released from|not bound by|no longer bound by|unbound by|beyond)\s+(?:any\s+|all\s+|your\s+|the\s+)?(?:\w+\s+)?(?:restrictions?|filters?|censorship|limitations?|limits|rules|guidelines|guardrails|ethics|morals|content polic(?:y|ies)|safety)\b/,
     weight: 0.5,
     keys: [
       'restrict',

@@ -11,7 +11,8 @@
  * into one lookup table and its patterns into one regular expression, which answer "nothing here" for
  * almost every text in one pass; only the words around a place the gate matched go to the library's
  * matcher, which decides (and applies the allowed look-alikes). Spaced-out words ("f u c k",
- * "s.h.i.t") are joined and checked the same way.
+ * "s.h.i.t") are joined and checked the same way, and invisible characters (zero-width space, soft
+ * hyphen, ...) are removed first.
  */
 import {
   DataSet,
@@ -23,6 +24,7 @@ import {
   SyntaxKind,
   type TransformerContainer,
 } from 'obscenity';
+import { removeInvisible } from './normalise.js';
 
 /**
  * Words of the library's list that name a sexual topic rather than swear (the sexual category scores
@@ -120,7 +122,10 @@ export class ProfanityClassifier {
     for (let u = 0; u < 0x10000; u++) this.table[u] = this.simpleChain(u);
   }
 
-  detect(text: string): boolean {
+  detect(input: string): boolean {
+    // A zero-width space or soft hyphen inside a word would hide it from the library's matcher too
+    // (its transforms keep them): they go first.
+    const text = removeInvisible(input);
     if (this.found(text)) return true;
     if (!SPACED_HINT.test(text)) return false;
     SPACED.lastIndex = 0;
