@@ -63,7 +63,11 @@ export function evaluate(findings: Findings, policy: SafetyPolicy, source: TextS
   return { results, flagged };
 }
 
-/** Results for a check that could not run (a remote classifier failed and the policy fails open). */
-export function unavailableResults(message: string): ContentFilterResults {
-  return { error: { code: 'classifier_unavailable', message } };
+/**
+ * Results for a check that could not run (a remote classifier failed and the policy fails open): Azure's
+ * own error entry, code `content_filter_error` and its message "The contents are not filtered", with the
+ * reason after it.
+ */
+export function unavailableResults(reason: string): ContentFilterResults {
+  return { error: { code: 'content_filter_error', message: `The contents are not filtered: ${reason}` } };
 }

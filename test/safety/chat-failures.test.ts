@@ -158,7 +158,7 @@ describe('a remote classifier failing mid-stream', () => {
       expect(results[0]).toHaveProperty('violence');
       expect(results.slice(1).length).toBeGreaterThan(0);
       for (const r of results.slice(1)) {
-        expect(r).toEqual({ error: { code: 'classifier_unavailable', message: expect.any(String) } });
+        expect(r).toEqual({ error: { code: 'content_filter_error', message: expect.any(String) } });
       }
     });
   }
@@ -182,7 +182,7 @@ describe('a remote classifier failing mid-stream', () => {
     const answer = await client.chat.completions.create({ model: 'f/mod-closed', messages: user(CLEAN) });
     expect(answer.choices[0]?.message.content).toBe(CLEAN);
     expect((answer.choices[0] as unknown as Json).content_filter_results).toEqual({
-      error: { code: 'classifier_unavailable', message: expect.any(String) },
+      error: { code: 'content_filter_error', message: expect.any(String) },
     });
   });
 

@@ -388,7 +388,12 @@ describe('checks and verdicts', () => {
     });
     const open = await checkCompletion(active(block, down, 'open'), 'text');
     expect(open).toEqual({
-      results: { error: { code: 'classifier_unavailable', message: 'stub: timed out after 5 ms' } },
+      results: {
+        error: {
+          code: 'content_filter_error',
+          message: 'The contents are not filtered: stub: timed out after 5 ms',
+        },
+      },
       flagged: [],
       blocked: false,
       findings: undefined,
@@ -473,7 +478,10 @@ describe('checks and verdicts', () => {
     const open = await checkPrompt(active(annotate, flaky, 'open'), parts);
     expect(open.findings).toBeUndefined();
     expect(open.results).toEqual({
-      error: { code: 'classifier_unavailable', message: 'stub: connection refused' },
+      error: {
+        code: 'content_filter_error',
+        message: 'The contents are not filtered: stub: connection refused',
+      },
     });
   });
 

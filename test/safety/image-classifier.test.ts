@@ -83,7 +83,7 @@ describe('checkImageOutputs', () => {
       {
         name: 'output_1.png',
         content_filter_results: {
-          error: { code: 'classifier_unavailable', message: expect.stringMatching(/decoded/) },
+          error: { code: 'content_filter_error', message: expect.stringMatching(/decoded/) },
         },
       },
     ]);
@@ -95,7 +95,7 @@ describe('checkImageOutputs', () => {
     ]);
     expect(checked.check.blocked).toBe(false);
     expect(checked.results.content_filter_results).toEqual({
-      error: { code: 'classifier_unavailable', message: expect.stringMatching(/decoded/) },
+      error: { code: 'content_filter_error', message: expect.stringMatching(/decoded/) },
     });
   });
 });

@@ -160,8 +160,8 @@ describe('external classifiers through Gantry', () => {
     ).prompt_filter_results;
     expect(results[0]?.content_filter_results).toEqual({
       error: {
-        code: 'classifier_unavailable',
-        message: 'safety classifier "mod-open": the service answered HTTP 500',
+        code: 'content_filter_error',
+        message: 'The contents are not filtered: safety classifier "mod-open": the service answered HTTP 500',
       },
     });
   });
@@ -176,8 +176,8 @@ describe('external classifiers through Gantry', () => {
     ).prompt_filter_results;
     expect(results[0]?.content_filter_results).toMatchObject({
       error: {
-        code: 'classifier_unavailable',
-        message: 'safety classifier "mod-open": timed out after 400 ms',
+        code: 'content_filter_error',
+        message: 'The contents are not filtered: safety classifier "mod-open": timed out after 400 ms',
       },
     });
   });

@@ -147,7 +147,7 @@ describe('a remote classifier failing mid-stream', () => {
       expect(final.output_text).toBe(LONG);
       const [prompt, completion] = filtersOf(final);
       expect(prompt?.content_filter_results.error).toBeUndefined();
-      expect(completion?.content_filter_results.error).toMatchObject({ code: 'classifier_unavailable' });
+      expect(completion?.content_filter_results.error).toMatchObject({ code: 'content_filter_error' });
     },
   );
 
@@ -160,7 +160,7 @@ describe('a remote classifier failing mid-stream', () => {
     const last = events.at(-1) as JsonObject;
     expect(last.type).toBe('response.completed');
     const [, completion] = filtersOf(last.response);
-    expect(completion?.content_filter_results.error).toMatchObject({ code: 'classifier_unavailable' });
+    expect(completion?.content_filter_results.error).toMatchObject({ code: 'content_filter_error' });
   });
 
   it('block-closed: the stream ends with an error event, nothing unchecked released', async () => {

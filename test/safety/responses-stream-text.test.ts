@@ -356,7 +356,10 @@ describe('a classifier that fails mid-stream', () => {
       const last = parsed.at(-1) as JsonObject;
       expect(last.type).toBe('response.completed');
       expect(completionOf(last).content_filter_results).toEqual({
-        error: { code: 'classifier_unavailable', message: 'the classifier service answered 503' },
+        error: {
+          code: 'content_filter_error',
+          message: 'The contents are not filtered: the classifier service answered 503',
+        },
       });
     },
   );
@@ -367,7 +370,7 @@ describe('a classifier that fails mid-stream', () => {
     const last = parsed.at(-1) as JsonObject;
     expect(last.type).toBe('response.completed');
     expect(completionOf(last).content_filter_results).toMatchObject({
-      error: { code: 'classifier_unavailable' },
+      error: { code: 'content_filter_error' },
     });
   });
 
