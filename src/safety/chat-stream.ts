@@ -18,8 +18,10 @@
  *   stream ends with one error event (an invalid upstream answer) and the held text is not released.
  *
  * Chunks are passed on as the upstream's own event (never re-serialised) unless one chunk carries
- * several choices in block mode, which is split per choice. Annotate mode parses only chunks that may
- * carry completion text or a finish reason; block mode parses every chunk, so nothing unchecked passes.
+ * several choices in block mode, which is split per choice. Annotate mode runs on every chunk of every
+ * annotated stream, so it parses as little as it can: a chunk in OpenAI's own layout (simpleChoice) is
+ * read with one anchored match, and of the others only those that may carry completion text or a finish
+ * reason are parsed. Block mode parses every chunk, so nothing unchecked passes.
  */
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../errors.js';
@@ -111,9 +113,12 @@ export async function* safeChatStream(
     }
     return st;
   };
-  const chunk = (extra: JsonObject): SseEvent => ({
-    data: JSON.stringify({ ...(ids as Ids), object: 'chat.completion.chunk', ...extra }),
-  });
+  /** The stream's own members (`{"id":…,"object":…,"created":…,"model":…,`), written once. */
+  let head: string | undefined;
+  const chunk = (extra: JsonObject): SseEvent => {
+    head ??= `${JSON.stringify(ids as Ids).slice(0, -1)},`;
+    return { data: head + JSON.stringify(extra).slice(1) };
+  };
   const promptChunk = (): SseEvent =>
     chunk({ choices: [], prompt_filter_results: promptFilterResults(prompt.get()) });
   const annotation = (index: number, window: Window, check: SafetyCheck, finish: string | null): SseEvent =>
@@ -169,6 +174,11 @@ export async function* safeChatStream(
       ),
     );
   };
+
+  /** Something ready() would write (tested first: most chunks have nothing to add after them). */
+  const readyDue = (): boolean =>
+    (!promptSent && prompt.done && ids !== undefined) ||
+    (annotations.length > 0 && (annotations[0] as Pending<SseEvent>).done);
 
   /** Annotations (and the prompt's results) that are ready, in order. */
   function* ready(): Generator<SseEvent> {
@@ -247,12 +257,29 @@ export async function* safeChatStream(
         }
         yield* ready();
       }
+      if (!block) {
+        const choice = simpleChoice(data);
+        if (choice !== undefined) {
+          // Annotate mode, OpenAI's own chunk layout: read without parsing the chunk (note() otherwise).
+          yield event;
+          if (choice.text !== '' || choice.finish !== null) {
+            const st = state(choice.index);
+            if (choice.text !== '' && st.windows.add(choice.text)) annotate(choice.index, st);
+            if (choice.finish !== null) {
+              st.over = true;
+              annotate(choice.index, st);
+            }
+          }
+          if (readyDue()) yield* ready();
+          continue;
+        }
+      }
       if (!block && !TEXT_OR_FINISH.test(data)) {
         // Annotate mode, no text: a role chunk, the usage chunk. A chunk without choices (usage) waits
         // for the annotations of the text still unchecked.
         if (states.size > 0 && /"choices"\s*:\s*\[\s*\]/.test(data)) yield* flushAll();
         yield event;
-        yield* ready();
+        if (readyDue()) yield* ready();
         continue;
       }
       const parsed = parseChunk(data);
@@ -290,7 +317,7 @@ export async function* safeChatStream(
         yield chunk({ choices: [], usage: s.deliveredUsage() });
         return;
       }
-      yield* ready();
+      if (readyDue()) yield* ready();
     }
     yield* flushAll();
     if (!promptSent) {
@@ -313,6 +340,53 @@ function unreadableChunk(): GantryError {
 function allOver(states: ReadonlyMap<number, ChoiceState>): boolean {
   for (const st of states.values()) if (!st.over) return false;
   return true;
+}
+
+/**
+ * The choice of a chunk that carries one, in OpenAI's own compact layout and key order, with a delta that
+ * is only content or empty (what OpenAI and many OpenAI-compatible servers send for every chunk of a plain
+ * answer but the first): `"choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,
+ * "finish_reason":null}]`, or `"delta":{}` and a finish reason. The content is a JSON string without raw
+ * control characters. Matched where the chunk's `"choices"` member begins (sticky).
+ */
+const SIMPLE_CHOICE =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a JSON string cannot hold them raw
+  /"choices":\[\{"index":(\d{1,9}),"delta":(?:\{"content":"((?:[^"\\\u0000-\u001f]|\\.)*)"\}|\{\}),"logprobs":null,"finish_reason":(?:null|"([a-z_]{1,40})")\}\]/y;
+
+export interface SimpleChoice {
+  index: number;
+  /** The delta's content ('' when none). */
+  text: string;
+  finish: string | null;
+}
+
+/**
+ * The one choice of a chunk in OpenAI's layout (SIMPLE_CHOICE), read as JSON.parse would read it, without
+ * parsing the chunk; undefined for any other chunk (which is then parsed). The chunk must be one object
+ * with one `"choices"` member: such a member name cannot sit inside a string (its closing quote would
+ * end the string), so the one found is the chunk's own.
+ */
+export function simpleChoice(data: string): SimpleChoice | undefined {
+  if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
+    return undefined;
+  const at = data.indexOf('"choices"');
+  if (at === -1 || data.indexOf('"choices"', at + 9) !== -1) return undefined;
+  SIMPLE_CHOICE.lastIndex = at;
+  const m = SIMPLE_CHOICE.exec(data);
+  if (m === null) return undefined;
+  const literal = m[2];
+  let text = '';
+  if (literal !== undefined && literal !== '') {
+    if (literal.indexOf('\\') === -1) text = literal;
+    else {
+      try {
+        text = JSON.parse(`"${literal}"`) as string;
+      } catch {
+        return undefined;
+      }
+    }
+  }
+  return { index: Number(m[1]), text, finish: m[3] ?? null };
 }
 
 function parseChunk(data: string): JsonObject | undefined {
