@@ -111,7 +111,6 @@ async function versionRunners(dir: string): Promise<Record<string, Runner>> {
       ctx: context(mode),
       windowChars: 400,
       prompt: prompts[mode] as Promise<SafetyCheck>,
-      choices: 1,
       deliveredUsage: (): JsonObject => ({}),
       abort: () => undefined,
     })) {

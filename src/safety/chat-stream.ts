@@ -12,9 +12,9 @@
  * - annotate: nothing is held back, annotations follow the text they cover;
  * - block: a choice's chunks are held until the window their text belongs to passed the check, then
  *   released in order. A flagged window releases nothing: the choice ends with a chunk
- *   `finish_reason: "content_filter"` carrying the results; once every choice is over, the upstream is
- *   stopped and a usage chunk for what was delivered follows (the meter drops it if the client did not
- *   ask for usage). A chunk that is not a JSON object cannot be checked: it is never forwarded, the
+ *   `finish_reason: "content_filter"` carrying the results; once every choice the upstream began is over
+ *   (filtered, or finished normally) and one was filtered, the upstream is stopped and a usage chunk for
+ *   what was delivered follows (the meter drops it if the client did not ask for usage). A chunk that is not a JSON object cannot be checked: it is never forwarded, the
  *   stream ends with one error event (an invalid upstream answer) and the held text is not released.
  *
  * Chunks are passed on as the upstream's own event (never re-serialised) unless one chunk carries
@@ -40,8 +40,6 @@ export interface ChatStreamSafety {
   windowChars: number;
   /** The prompt check: settled already in block mode, maybe still running in annotate mode. */
   prompt: Promise<SafetyCheck>;
-  /** Choices the request asked for (`n`): the upstream is stopped once all of them were filtered. */
-  choices: number;
   /** The usage chunk's `usage` for a stream the filter ended (what was delivered). */
   deliveredUsage: () => JsonObject;
   /** Stops the upstream call (a stream the filter ended). */
@@ -311,8 +309,9 @@ export async function* safeChatStream(
           yield* hold({ ...event, data: JSON.stringify(part) }, choice);
         }
       }
-      if (block && filteredChoices > 0 && filteredChoices >= s.choices && allOver(states)) {
-        // Every choice was filtered: nothing more goes to the client, and the upstream stops.
+      if (block && filteredChoices > 0 && allOver(states)) {
+        // Every choice still open was filtered (the others finished, or never began: some servers ignore
+        // `n`): nothing more goes to the client, and the upstream stops generating text no one gets.
         s.abort();
         yield chunk({ choices: [], usage: s.deliveredUsage() });
         return;

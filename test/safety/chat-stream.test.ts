@@ -61,7 +61,7 @@ interface Run {
 async function run(
   mode: 'annotate' | 'block',
   events: SseEvent[],
-  options: { window?: number; choices?: number; prompt?: string } = {},
+  options: { window?: number; prompt?: string } = {},
 ): Promise<Run> {
   const active: ActiveSafety = {
     policy: PRESET_POLICIES[mode] as ActiveSafety['policy'],
@@ -80,7 +80,6 @@ async function run(
     ctx,
     windowChars: options.window ?? 20,
     prompt,
-    choices: options.choices ?? 1,
     deliveredUsage: () => ({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }),
     abort: () => {
       aborted = true;
@@ -119,7 +118,6 @@ describe('safeChatStream', () => {
     mode: 'annotate' | 'block';
     events: SseEvent[];
     window?: number;
-    choices?: number;
     /** The text the client must get (choice 0), exactly. */
     text: string;
     /** The finish reason the client sees last for choice 0. */
@@ -245,7 +243,7 @@ describe('safeChatStream', () => {
     });
   });
 
-  it('block, n = 2: a flagged choice ends alone, the other goes on', async () => {
+  it('block, n = 2: a flagged choice ends alone, the other goes on to its end, then the upstream stops', async () => {
     const events = [
       role(0),
       role(1),
@@ -255,10 +253,12 @@ describe('safeChatStream', () => {
       finish('stop', 1),
       usage(),
     ];
-    const r = await run('block', events, { window: 1000, choices: 2 });
+    const r = await run('block', events, { window: 1000 });
     expect(delivered(r.out, 0)).toBe('');
     expect(delivered(r.out, 1)).toBe(LONG_CLEAN);
-    expect(r.aborted).toBe(false);
+    // Both choices are over once choice 1 finished: the upstream's own usage chunk is not waited for.
+    expect(r.aborted).toBe(true);
+    expect(r.out.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 2 } });
     const last = (i: number) =>
       r.out.flatMap((o) => o.choices.filter((ch) => ch.index === i && ch.finish_reason !== null)).at(-1);
     expect(last(0)?.finish_reason).toBe('content_filter');
@@ -270,7 +270,7 @@ describe('safeChatStream', () => {
       { index: 0, delta: { content: VIOLENT }, finish_reason: 'stop' },
       { index: 1, delta: { content: CLEAN }, finish_reason: 'stop' },
     ]);
-    const r = await run('block', [both, usage()], { window: 1000, choices: 2 });
+    const r = await run('block', [both, usage()], { window: 1000 });
     expect(delivered(r.out, 0)).toBe('');
     expect(delivered(r.out, 1)).toBe(CLEAN);
     expect(r.raw).not.toContain('kill');
@@ -294,7 +294,6 @@ describe('safeChatStream', () => {
       ctx,
       windowChars: 1000,
       prompt,
-      choices: 1,
       deliveredUsage: () => ({}),
       abort: () => undefined,
     })) {
@@ -374,7 +373,6 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
         ctx,
         windowChars: 1000,
         prompt,
-        choices: 1,
         deliveredUsage: () => ({}),
         abort: () => undefined,
       })) {
@@ -405,7 +403,6 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
       ctx,
       windowChars: 1000,
       prompt,
-      choices: 1,
       deliveredUsage: () => ({}),
       abort: () => undefined,
     })) {
@@ -422,7 +419,7 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
       ],
       { usage: { prompt_tokens: 3, completion_tokens: 8, total_tokens: 11 } },
     );
-    const r = await run('block', [both], { window: 1000, choices: 2 });
+    const r = await run('block', [both], { window: 1000 });
     expect(delivered(r.out, 0)).toBe(CLEAN);
     expect(delivered(r.out, 1)).toBe(CLEAN);
     expect(r.out.filter((o) => o.usage !== undefined && o.usage !== null)).toHaveLength(1);
