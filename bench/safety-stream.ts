@@ -1,8 +1,9 @@
 /**
  * In-process micro-benchmark of the safety layer's stream machinery (README, "Safety" → streams): the
  * 32-chunk answer bench/upstream.ts streams, fed as parsed SSE events (what the SSE decoder hands the
- * route) through safeChatStream under `annotate` and `block`, against the same events passed through
- * untouched (policy `off`). The prompt's check is left out (settled once: a JSON answer pays for it
+ * route) through safeChatStream under `annotate` and `block`, and the same answer as a Responses stream
+ * (the bridge's events) through safeResponseEvents under `annotate`, against the same events passed
+ * through untouched (policy `off`). The prompt's check is left out (settled once: a JSON answer pays for it
  * alike, and the safety lane times it); the completion check alone is timed beside, so "adds" minus
  * that is the machinery around the classifier.
  *
@@ -63,12 +64,50 @@ function chatEvents(): SseEvent[] {
   return out;
 }
 
+/** The same answer as a Responses stream, in the layout Gantry's bridge (responses/stream.ts) writes. */
+function responsesEvents(): SseEvent[] {
+  const text = PIECES.join('');
+  const response = (status: string, output: unknown[]) => ({
+    id: 'resp_1',
+    object: 'response',
+    created_at: 1764000000,
+    status,
+    model: 'bench/annotate',
+    output,
+  });
+  const part = (t: string) => ({ type: 'output_text', annotations: [], logprobs: [], text: t });
+  const item = (status: string, content: unknown[]) => ({
+    id: 'msg_1',
+    type: 'message',
+    status,
+    role: 'assistant',
+    content,
+  });
+  const at = { item_id: 'msg_1', output_index: 0, content_index: 0 };
+  const events: Array<Record<string, unknown>> = [
+    { type: 'response.created', response: response('in_progress', []) },
+    { type: 'response.in_progress', response: response('in_progress', []) },
+    { type: 'response.output_item.added', output_index: 0, item: item('in_progress', []) },
+    { type: 'response.content_part.added', ...at, part: part('') },
+    ...PIECES.map((delta) => ({ type: 'response.output_text.delta', ...at, delta, logprobs: [] })),
+    { type: 'response.output_text.done', ...at, text, logprobs: [] },
+    { type: 'response.content_part.done', ...at, part: part(text) },
+    { type: 'response.output_item.done', output_index: 0, item: item('completed', [part(text)]) },
+    { type: 'response.completed', response: response('completed', [item('completed', [part(text)])]) },
+  ];
+  return events.map(({ type, ...rest }, i) => ({
+    event: String(type),
+    data: JSON.stringify({ type, sequence_number: i, ...rest }),
+  }));
+}
+
 /** The SSE parser's shape: one async generator yielding the events of a read. */
 async function* upstream(events: readonly SseEvent[]): AsyncGenerator<SseEvent> {
   for (const e of events) yield e;
 }
 
 const chat = chatEvents();
+const responses = responsesEvents();
 const PROMPT = [{ role: 'user', content: 'What should we plant first?' }];
 
 type Runner = () => Promise<number>;
@@ -88,6 +127,12 @@ async function versionRunners(dir: string): Promise<Record<string, Runner>> {
     from('safety/offline/index')
   );
   const { PRESET_POLICIES }: typeof import('../src/safety/policy.js') = await import(from('safety/policy'));
+  const { contentFilterEntry }: typeof import('../src/safety/responses.js') = await import(
+    from('safety/responses')
+  );
+  const { safeResponseEvents }: typeof import('../src/safety/responses-stream.js') = await import(
+    from('safety/responses-stream')
+  );
 
   const metrics = new Metrics({ processMetrics: false });
   const classifier = offlineClassifier();
@@ -118,8 +163,24 @@ async function versionRunners(dir: string): Promise<Record<string, Runner>> {
     }
     return n;
   };
+  const promptEntry = contentFilterEntry('prompt', await prompts.annotate, PROMPT[0]?.content.length ?? 0);
+  const responsesStream = async (): Promise<number> => {
+    let n = 0;
+    for await (const e of safeResponseEvents(upstream(responses), {
+      active: active('annotate'),
+      outcome: newSafetyOutcome(),
+      metrics,
+      windowChars: 400,
+      prompt: promptEntry,
+      abort: () => undefined,
+    })) {
+      n += e.data.length;
+    }
+    return n;
+  };
   return {
     'chat annotate': () => stream('annotate'),
+    'responses annotate': responsesStream,
     'chat block': () => stream('block'),
     'completion check alone': async () =>
       (await checkChatCompletion(context('annotate'), PIECES.join(''))).flagged.length,
@@ -132,13 +193,18 @@ runners.set('chat off', async () => {
   for await (const e of upstream(chat)) n += e.data.length;
   return n;
 });
+runners.set('responses off', async () => {
+  let n = 0;
+  for await (const e of upstream(responses)) n += e.data.length;
+  return n;
+});
 for (const dir of values.dist.split(',')) {
   for (const [name, run] of Object.entries(await versionRunners(dir))) {
     runners.set(dir === '' ? name : `${dir}: ${name}`, run);
   }
 }
 for (const name of runners.keys()) {
-  if (name !== 'chat off' && values.only !== '' && !name.includes(values.only)) runners.delete(name);
+  if (!name.endsWith(' off') && values.only !== '' && !name.includes(values.only)) runners.delete(name);
 }
 
 async function cpuPerStream(run: Runner): Promise<number> {
@@ -154,12 +220,15 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const [name, run] of runners) results.get(name)?.push(await cpuPerStream(run));
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-const off = median(results.get('chat off') ?? []);
+const offs = {
+  chat: median(results.get('chat off') ?? []),
+  responses: median(results.get('responses off') ?? []),
+};
 process.stdout.write(`${CHUNKS}-chunk streams, ${STREAMS} per round, ${ROUNDS} rounds: CPU µs per stream\n`);
 for (const [name, xs] of results) {
   const m = median(xs);
   const range = `${Math.min(...xs).toFixed(1)}–${Math.max(...xs).toFixed(1)}`;
-  const adds =
-    name.endsWith('chat annotate') || name.endsWith('chat block') ? `  adds ${(m - off).toFixed(1)}` : '';
+  const api = /(chat|responses) (annotate|block)$/.exec(name)?.[1] as keyof typeof offs | undefined;
+  const adds = api === undefined ? '' : `  adds ${(m - offs[api]).toFixed(1)}`;
   process.stdout.write(`  ${name.padEnd(40)} median ${m.toFixed(1).padStart(7)}  range ${range}${adds}\n`);
 }
