@@ -14,14 +14,15 @@
  *   released in order. A flagged window releases nothing: the choice ends with a chunk
  *   `finish_reason: "content_filter"` carrying the results; once every choice the upstream began is over
  *   (filtered, or finished normally) and one was filtered, the upstream is stopped and a usage chunk for
- *   what was delivered follows (the meter drops it if the client did not ask for usage). A chunk that is not a JSON object cannot be checked: it is never forwarded, the
- *   stream ends with one error event (an invalid upstream answer) and the held text is not released.
+ *   what was delivered follows (the meter drops it if the client did not ask for usage). A chunk that
+ *   is not a JSON object cannot be checked: it is never forwarded, the stream ends with one error event
+ *   (an invalid upstream answer) and the held text is not released.
  *
  * Chunks are passed on as the upstream's own event (never re-serialised) unless one chunk carries
  * several choices in block mode, which is split per choice. Annotate mode runs on every chunk of every
  * annotated stream, so it parses as little as it can: a chunk in OpenAI's own layout (simpleChoice) is
- * read with one anchored match, and of the others only those that may carry completion text or a finish
- * reason are parsed. Block mode parses every chunk, so nothing unchecked passes.
+ * read by scanning its one choice, and of the others only those that may carry completion text or a
+ * finish reason are parsed. Block mode parses every chunk, so nothing unchecked passes.
  */
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../errors.js';
@@ -341,16 +342,11 @@ function allOver(states: ReadonlyMap<number, ChoiceState>): boolean {
   return true;
 }
 
-/**
- * The choice of a chunk that carries one, in OpenAI's own compact layout and key order, with a delta that
- * is only content or empty (what OpenAI and many OpenAI-compatible servers send for every chunk of a plain
- * answer but the first): `"choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,
- * "finish_reason":null}]`, or `"delta":{}` and a finish reason. The content is a JSON string without raw
- * control characters. Matched where the chunk's `"choices"` member begins (sticky).
- */
-const SIMPLE_CHOICE =
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: a JSON string cannot hold them raw
-  /"choices":\[\{"index":(\d{1,9}),"delta":(?:\{"content":"((?:[^"\\\u0000-\u001f]|\\.)*)"\}|\{\}),"logprobs":null,"finish_reason":(?:null|"([a-z_]{1,40})")\}\]/y;
+/** The members of a chunk's one choice in OpenAI's own compact layout and key order (simpleChoice). */
+const CHOICE_HEAD = '"choices":[{"index":';
+const DELTA_CONTENT = ',"delta":{"content":"';
+const DELTA_EMPTY = ',"delta":{}';
+const CHOICE_TAIL = ',"logprobs":null,"finish_reason":';
 
 export interface SimpleChoice {
   index: number;
@@ -360,32 +356,76 @@ export interface SimpleChoice {
 }
 
 /**
- * The one choice of a chunk in OpenAI's layout (SIMPLE_CHOICE), read as JSON.parse would read it, without
- * parsing the chunk; undefined for any other chunk (which is then parsed). The chunk must be one object
- * with one `"choices"` member: such a member name cannot sit inside a string (its closing quote would
- * end the string), so the one found is the chunk's own.
+ * The one choice of a chunk in OpenAI's own compact layout and key order, with a delta that is only
+ * content or empty (what OpenAI and many OpenAI-compatible servers send for every chunk of a plain
+ * answer but the first): `"choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,
+ * "finish_reason":null}]`, or `"delta":{}` and a finish reason. Read as JSON.parse would read it, without
+ * parsing the chunk (a scan of the choice alone); undefined for any other chunk, which is then parsed.
+ * The chunk must be one object with one `"choices"` member: such a member name cannot sit inside a
+ * string (its closing quote would end the string), so the one found is the chunk's own.
  */
 export function simpleChoice(data: string): SimpleChoice | undefined {
   if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
     return undefined;
   const at = data.indexOf('"choices"');
-  if (at === -1 || data.indexOf('"choices"', at + 9) !== -1) return undefined;
-  SIMPLE_CHOICE.lastIndex = at;
-  const m = SIMPLE_CHOICE.exec(data);
-  if (m === null) return undefined;
-  const literal = m[2];
+  if (at === -1 || !data.startsWith(CHOICE_HEAD, at)) return undefined;
+  let i = at + CHOICE_HEAD.length;
+  const digits = i;
+  let index = 0;
+  for (let c = data.charCodeAt(i); c >= 48 && c <= 57 && i - digits < 9; c = data.charCodeAt(++i)) {
+    index = index * 10 + (c - 48);
+  }
+  // JSON numbers have no leading zero.
+  if (i === digits || (i - digits > 1 && data.charCodeAt(digits) === 48)) return undefined;
   let text = '';
-  if (literal !== undefined && literal !== '') {
-    if (literal.indexOf('\\') === -1) text = literal;
-    else {
+  if (data.startsWith(DELTA_CONTENT, i)) {
+    const start = i + DELTA_CONTENT.length;
+    let end = start;
+    let escapes = false;
+    for (;;) {
+      const c = data.charCodeAt(end);
+      if (c === 34 /* " */) break;
+      // The end of the data (NaN) or a raw control character: not a JSON string.
+      if (!(c >= 32)) return undefined;
+      if (c === 92 /* \ */) {
+        escapes = true;
+        end += 2;
+      } else {
+        end++;
+      }
+    }
+    text = data.slice(start, end);
+    if (escapes) {
       try {
-        text = JSON.parse(`"${literal}"`) as string;
+        text = JSON.parse(`"${text}"`) as string;
       } catch {
         return undefined;
       }
     }
+    i = end + 1;
+    if (data.charCodeAt(i) !== 125 /* } */) return undefined;
+    i++;
+  } else if (data.startsWith(DELTA_EMPTY, i)) {
+    i += DELTA_EMPTY.length;
+  } else {
+    return undefined;
   }
-  return { index: Number(m[1]), text, finish: m[3] ?? null };
+  if (!data.startsWith(CHOICE_TAIL, i)) return undefined;
+  i += CHOICE_TAIL.length;
+  let finish: string | null = null;
+  if (data.startsWith('null', i)) {
+    i += 4;
+  } else {
+    if (data.charCodeAt(i) !== 34) return undefined;
+    const start = ++i;
+    // A finish reason: lowercase letters and underscores (stop, length, tool_calls, content_filter, …).
+    for (let c = data.charCodeAt(i); (c >= 97 && c <= 122) || c === 95; c = data.charCodeAt(++i));
+    if (i === start || i - start > 40 || data.charCodeAt(i) !== 34) return undefined;
+    finish = data.slice(start, i);
+    i++;
+  }
+  if (!data.startsWith('}]', i) || data.indexOf('"choices"', i) !== -1) return undefined;
+  return { index, text, finish };
 }
 
 function parseChunk(data: string): JsonObject | undefined {

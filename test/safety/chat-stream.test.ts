@@ -492,6 +492,11 @@ describe('simpleChoice: OpenAI chunks read without parsing', () => {
     ['trailing text', `${wireText('a').data} x`],
     ['a raw control character', wireText('a').data.replace('"content":"a"', '"content":"a\nb"')],
     ['an invalid escape', wireText('a').data.replace('"content":"a"', '"content":"a\\qb"')],
+    ['an index with a leading zero', wireText('a').data.replace('"index":0', '"index":01')],
+    ['an index of ten digits', wireText('a').data.replace('"index":0', '"index":1234567890')],
+    ['content never closed', '{"choices":[{"index":0,"delta":{"content":"abc}'],
+    ['a backslash at the very end', '{"choices":[{"index":0,"delta":{"content":"abc\\}'],
+    ['a finish reason never closed', wireFinish().data.replace('"stop"', '"stop')],
     ['tool call arguments', wire('"delta":{"tool_calls":[]},"logprobs":null,"finish_reason":null').data],
     [
       'content and refusal',
