@@ -127,7 +127,6 @@ export async function chatCompletions(
           ctx: checks.ctx,
           windowChars: gantry.safety.streamWindowChars,
           prompt: checks.prompt,
-          choices: typeof body.n === 'number' && body.n > 1 ? body.n : 1,
           deliveredUsage: () => {
             const promptTokens = countInput();
             const completionTokens = meter.countDelivered();

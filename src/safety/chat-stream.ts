@@ -12,14 +12,17 @@
  * - annotate: nothing is held back, annotations follow the text they cover;
  * - block: a choice's chunks are held until the window their text belongs to passed the check, then
  *   released in order. A flagged window releases nothing: the choice ends with a chunk
- *   `finish_reason: "content_filter"` carrying the results; once every choice is over, the upstream is
- *   stopped and a usage chunk for what was delivered follows (the meter drops it if the client did not
- *   ask for usage). A chunk that is not a JSON object cannot be checked: it is never forwarded, the
- *   stream ends with one error event (an invalid upstream answer) and the held text is not released.
+ *   `finish_reason: "content_filter"` carrying the results; once every choice the upstream began is over
+ *   (filtered, or finished normally) and one was filtered, the upstream is stopped and a usage chunk for
+ *   what was delivered follows (the meter drops it if the client did not ask for usage). A chunk that
+ *   is not a JSON object cannot be checked: it is never forwarded, the stream ends with one error event
+ *   (an invalid upstream answer) and the held text is not released.
  *
  * Chunks are passed on as the upstream's own event (never re-serialised) unless one chunk carries
- * several choices in block mode, which is split per choice. Annotate mode parses only chunks that may
- * carry completion text or a finish reason; block mode parses every chunk, so nothing unchecked passes.
+ * several choices in block mode, which is split per choice. Annotate mode runs on every chunk of every
+ * annotated stream, so it parses as little as it can: a chunk in OpenAI's own layout (simpleChoice) is
+ * read by scanning its one choice, and of the others only those that may carry completion text or a
+ * finish reason are parsed. Block mode parses every chunk, so nothing unchecked passes.
  */
 import type { JsonObject, SseEvent } from '../../providers/types.js';
 import { GantryError } from '../errors.js';
@@ -38,8 +41,6 @@ export interface ChatStreamSafety {
   windowChars: number;
   /** The prompt check: settled already in block mode, maybe still running in annotate mode. */
   prompt: Promise<SafetyCheck>;
-  /** Choices the request asked for (`n`): the upstream is stopped once all of them were filtered. */
-  choices: number;
   /** The usage chunk's `usage` for a stream the filter ended (what was delivered). */
   deliveredUsage: () => JsonObject;
   /** Stops the upstream call (a stream the filter ended). */
@@ -111,9 +112,12 @@ export async function* safeChatStream(
     }
     return st;
   };
-  const chunk = (extra: JsonObject): SseEvent => ({
-    data: JSON.stringify({ ...(ids as Ids), object: 'chat.completion.chunk', ...extra }),
-  });
+  /** The stream's own members (`{"id":…,"object":…,"created":…,"model":…,`), written once. */
+  let head: string | undefined;
+  const chunk = (extra: JsonObject): SseEvent => {
+    head ??= `${JSON.stringify(ids as Ids).slice(0, -1)},`;
+    return { data: head + JSON.stringify(extra).slice(1) };
+  };
   const promptChunk = (): SseEvent =>
     chunk({ choices: [], prompt_filter_results: promptFilterResults(prompt.get()) });
   const annotation = (index: number, window: Window, check: SafetyCheck, finish: string | null): SseEvent =>
@@ -169,6 +173,11 @@ export async function* safeChatStream(
       ),
     );
   };
+
+  /** Something ready() would write (tested first: most chunks have nothing to add after them). */
+  const readyDue = (): boolean =>
+    (!promptSent && prompt.done && ids !== undefined) ||
+    (annotations.length > 0 && (annotations[0] as Pending<SseEvent>).done);
 
   /** Annotations (and the prompt's results) that are ready, in order. */
   function* ready(): Generator<SseEvent> {
@@ -247,12 +256,29 @@ export async function* safeChatStream(
         }
         yield* ready();
       }
+      if (!block) {
+        const choice = simpleChoice(data);
+        if (choice !== undefined) {
+          // Annotate mode, OpenAI's own chunk layout: read without parsing the chunk (note() otherwise).
+          yield event;
+          if (choice.text !== '' || choice.finish !== null) {
+            const st = state(choice.index);
+            if (choice.text !== '' && st.windows.add(choice.text)) annotate(choice.index, st);
+            if (choice.finish !== null) {
+              st.over = true;
+              annotate(choice.index, st);
+            }
+          }
+          if (readyDue()) yield* ready();
+          continue;
+        }
+      }
       if (!block && !TEXT_OR_FINISH.test(data)) {
         // Annotate mode, no text: a role chunk, the usage chunk. A chunk without choices (usage) waits
         // for the annotations of the text still unchecked.
         if (states.size > 0 && /"choices"\s*:\s*\[\s*\]/.test(data)) yield* flushAll();
         yield event;
-        yield* ready();
+        if (readyDue()) yield* ready();
         continue;
       }
       const parsed = parseChunk(data);
@@ -284,13 +310,14 @@ export async function* safeChatStream(
           yield* hold({ ...event, data: JSON.stringify(part) }, choice);
         }
       }
-      if (block && filteredChoices > 0 && filteredChoices >= s.choices && allOver(states)) {
-        // Every choice was filtered: nothing more goes to the client, and the upstream stops.
+      if (block && filteredChoices > 0 && allOver(states)) {
+        // Every choice still open was filtered (the others finished, or never began: some servers ignore
+        // `n`): nothing more goes to the client, and the upstream stops generating text no one gets.
         s.abort();
         yield chunk({ choices: [], usage: s.deliveredUsage() });
         return;
       }
-      yield* ready();
+      if (readyDue()) yield* ready();
     }
     yield* flushAll();
     if (!promptSent) {
@@ -313,6 +340,92 @@ function unreadableChunk(): GantryError {
 function allOver(states: ReadonlyMap<number, ChoiceState>): boolean {
   for (const st of states.values()) if (!st.over) return false;
   return true;
+}
+
+/** The members of a chunk's one choice in OpenAI's own compact layout and key order (simpleChoice). */
+const CHOICE_HEAD = '"choices":[{"index":';
+const DELTA_CONTENT = ',"delta":{"content":"';
+const DELTA_EMPTY = ',"delta":{}';
+const CHOICE_TAIL = ',"logprobs":null,"finish_reason":';
+
+export interface SimpleChoice {
+  index: number;
+  /** The delta's content ('' when none). */
+  text: string;
+  finish: string | null;
+}
+
+/**
+ * The one choice of a chunk in OpenAI's own compact layout and key order, with a delta that is only
+ * content or empty (what OpenAI and many OpenAI-compatible servers send for every chunk of a plain
+ * answer but the first): `"choices":[{"index":0,"delta":{"content":"…"},"logprobs":null,
+ * "finish_reason":null}]`, or `"delta":{}` and a finish reason. Read as JSON.parse would read it, without
+ * parsing the chunk (a scan of the choice alone); undefined for any other chunk, which is then parsed.
+ * The chunk must be one object with one `"choices"` member: such a member name cannot sit inside a
+ * string (its closing quote would end the string), so the one found is the chunk's own.
+ */
+export function simpleChoice(data: string): SimpleChoice | undefined {
+  if (data.charCodeAt(0) !== 123 /* { */ || data.charCodeAt(data.length - 1) !== 125 /* } */)
+    return undefined;
+  const at = data.indexOf('"choices"');
+  if (at === -1 || !data.startsWith(CHOICE_HEAD, at)) return undefined;
+  let i = at + CHOICE_HEAD.length;
+  const digits = i;
+  let index = 0;
+  for (let c = data.charCodeAt(i); c >= 48 && c <= 57 && i - digits < 9; c = data.charCodeAt(++i)) {
+    index = index * 10 + (c - 48);
+  }
+  // JSON numbers have no leading zero.
+  if (i === digits || (i - digits > 1 && data.charCodeAt(digits) === 48)) return undefined;
+  let text = '';
+  if (data.startsWith(DELTA_CONTENT, i)) {
+    const start = i + DELTA_CONTENT.length;
+    let end = start;
+    let escapes = false;
+    for (;;) {
+      const c = data.charCodeAt(end);
+      if (c === 34 /* " */) break;
+      // The end of the data (NaN) or a raw control character: not a JSON string.
+      if (!(c >= 32)) return undefined;
+      if (c === 92 /* \ */) {
+        escapes = true;
+        end += 2;
+      } else {
+        end++;
+      }
+    }
+    text = data.slice(start, end);
+    if (escapes) {
+      try {
+        text = JSON.parse(`"${text}"`) as string;
+      } catch {
+        return undefined;
+      }
+    }
+    i = end + 1;
+    if (data.charCodeAt(i) !== 125 /* } */) return undefined;
+    i++;
+  } else if (data.startsWith(DELTA_EMPTY, i)) {
+    i += DELTA_EMPTY.length;
+  } else {
+    return undefined;
+  }
+  if (!data.startsWith(CHOICE_TAIL, i)) return undefined;
+  i += CHOICE_TAIL.length;
+  let finish: string | null = null;
+  if (data.startsWith('null', i)) {
+    i += 4;
+  } else {
+    if (data.charCodeAt(i) !== 34) return undefined;
+    const start = ++i;
+    // A finish reason: lowercase letters and underscores (stop, length, tool_calls, content_filter, …).
+    for (let c = data.charCodeAt(i); (c >= 97 && c <= 122) || c === 95; c = data.charCodeAt(++i));
+    if (i === start || i - start > 40 || data.charCodeAt(i) !== 34) return undefined;
+    finish = data.slice(start, i);
+    i++;
+  }
+  if (!data.startsWith('}]', i) || data.indexOf('"choices"', i) !== -1) return undefined;
+  return { index, text, finish };
 }
 
 function parseChunk(data: string): JsonObject | undefined {

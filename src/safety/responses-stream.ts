@@ -10,7 +10,8 @@
  * response.incomplete), the same shape as a JSON answer (responses.ts).
  *
  * annotate: every event goes out as it came (its bytes untouched); only the events that carry text are
- * parsed, and windows are checked beside the stream. The terminal event waits for their results and is
+ * read (an output_text delta in its usual layout with one match, the others parsed), and windows are
+ * checked beside the stream. The terminal event waits for their results and is
  * the one event written anew. A check that cannot run is reported as the error result in
  * `content_filters`, whatever the classifier's on_failure: the text already went out.
  * block: from the first unchecked text on, events wait until their window is checked; a flagged window
@@ -183,6 +184,17 @@ export async function* safeResponseEvents(
     if (!blocking && raw.event !== undefined && !READ.has(raw.event)) {
       yield raw;
       continue;
+    }
+    if (!blocking && (raw.event === undefined || raw.event === 'response.output_text.delta')) {
+      // Nearly every event of an annotated stream: read without parsing when its layout is the usual one.
+      const d = textDelta(raw.data);
+      if (d !== undefined) {
+        const place = `${d.output}:c${d.content}`;
+        seenLength.set(place, (seenLength.get(place) ?? 0) + d.delta.length);
+        if (d.delta !== '' && windows.add(d.delta)) startCheck();
+        yield raw;
+        continue;
+      }
     }
     const event = parse(raw);
     if (event === undefined) {
@@ -383,6 +395,31 @@ function track(event: JsonObject, released: Map<number, JsonObject>): void {
     default:
       return;
   }
+}
+
+/**
+ * A whole `response.output_text.delta` event in the layout OpenAI and Gantry's bridge
+ * (responses/stream.ts) write it, members in that order and nothing else (OpenAI's optional
+ * `obfuscation` padding aside): matched from end to end, so what it reads is what JSON.parse would.
+ */
+const TEXT_DELTA =
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a JSON string cannot hold them raw
+  /^\{"type":"response\.output_text\.delta","sequence_number":\d{1,15},"item_id":"[^"\\\u0000-\u001f]*","output_index":(\d{1,9}),"content_index":(\d{1,9}),"delta":"((?:[^"\\\u0000-\u001f]|\\.)*)","logprobs":\[\](?:,"obfuscation":"[^"\\\u0000-\u001f]*")?\}$/;
+
+/** The output index, content index and text of an output_text delta (TEXT_DELTA); undefined otherwise. */
+export function textDelta(data: string): { output: number; content: number; delta: string } | undefined {
+  const m = TEXT_DELTA.exec(data);
+  if (m === null) return undefined;
+  const literal = m[3] as string;
+  let delta = literal;
+  if (literal.indexOf('\\') !== -1) {
+    try {
+      delta = JSON.parse(`"${literal}"`) as string;
+    } catch {
+      return undefined;
+    }
+  }
+  return { output: Number(m[1]), content: Number(m[2]), delta };
 }
 
 function num(value: unknown): number {

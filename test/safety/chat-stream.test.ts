@@ -7,7 +7,7 @@ import type { SseEvent } from '../../providers/types.js';
 import { Metrics } from '../../src/metrics.js';
 import type { ChatSafetyContext } from '../../src/safety/chat.js';
 import { chatSafetyContext, checkChatPrompt } from '../../src/safety/chat.js';
-import { safeChatStream } from '../../src/safety/chat-stream.js';
+import { choiceText, safeChatStream, simpleChoice } from '../../src/safety/chat-stream.js';
 import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
@@ -61,7 +61,7 @@ interface Run {
 async function run(
   mode: 'annotate' | 'block',
   events: SseEvent[],
-  options: { window?: number; choices?: number; prompt?: string } = {},
+  options: { window?: number; prompt?: string } = {},
 ): Promise<Run> {
   const active: ActiveSafety = {
     policy: PRESET_POLICIES[mode] as ActiveSafety['policy'],
@@ -80,7 +80,6 @@ async function run(
     ctx,
     windowChars: options.window ?? 20,
     prompt,
-    choices: options.choices ?? 1,
     deliveredUsage: () => ({ prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 }),
     abort: () => {
       aborted = true;
@@ -119,7 +118,6 @@ describe('safeChatStream', () => {
     mode: 'annotate' | 'block';
     events: SseEvent[];
     window?: number;
-    choices?: number;
     /** The text the client must get (choice 0), exactly. */
     text: string;
     /** The finish reason the client sees last for choice 0. */
@@ -245,7 +243,7 @@ describe('safeChatStream', () => {
     });
   });
 
-  it('block, n = 2: a flagged choice ends alone, the other goes on', async () => {
+  it('block, n = 2: a flagged choice ends alone, the other goes on to its end, then the upstream stops', async () => {
     const events = [
       role(0),
       role(1),
@@ -255,10 +253,12 @@ describe('safeChatStream', () => {
       finish('stop', 1),
       usage(),
     ];
-    const r = await run('block', events, { window: 1000, choices: 2 });
+    const r = await run('block', events, { window: 1000 });
     expect(delivered(r.out, 0)).toBe('');
     expect(delivered(r.out, 1)).toBe(LONG_CLEAN);
-    expect(r.aborted).toBe(false);
+    // Both choices are over once choice 1 finished: the upstream's own usage chunk is not waited for.
+    expect(r.aborted).toBe(true);
+    expect(r.out.at(-1)).toMatchObject({ choices: [], usage: { completion_tokens: 2 } });
     const last = (i: number) =>
       r.out.flatMap((o) => o.choices.filter((ch) => ch.index === i && ch.finish_reason !== null)).at(-1);
     expect(last(0)?.finish_reason).toBe('content_filter');
@@ -270,7 +270,7 @@ describe('safeChatStream', () => {
       { index: 0, delta: { content: VIOLENT }, finish_reason: 'stop' },
       { index: 1, delta: { content: CLEAN }, finish_reason: 'stop' },
     ]);
-    const r = await run('block', [both, usage()], { window: 1000, choices: 2 });
+    const r = await run('block', [both, usage()], { window: 1000 });
     expect(delivered(r.out, 0)).toBe('');
     expect(delivered(r.out, 1)).toBe(CLEAN);
     expect(r.raw).not.toContain('kill');
@@ -294,7 +294,6 @@ describe('safeChatStream', () => {
       ctx,
       windowChars: 1000,
       prompt,
-      choices: 1,
       deliveredUsage: () => ({}),
       abort: () => undefined,
     })) {
@@ -374,7 +373,6 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
         ctx,
         windowChars: 1000,
         prompt,
-        choices: 1,
         deliveredUsage: () => ({}),
         abort: () => undefined,
       })) {
@@ -405,7 +403,6 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
       ctx,
       windowChars: 1000,
       prompt,
-      choices: 1,
       deliveredUsage: () => ({}),
       abort: () => undefined,
     })) {
@@ -422,9 +419,118 @@ describe('safeChatStream: reasoning, unreadable chunks, failures', () => {
       ],
       { usage: { prompt_tokens: 3, completion_tokens: 8, total_tokens: 11 } },
     );
-    const r = await run('block', [both], { window: 1000, choices: 2 });
+    const r = await run('block', [both], { window: 1000 });
     expect(delivered(r.out, 0)).toBe(CLEAN);
     expect(delivered(r.out, 1)).toBe(CLEAN);
     expect(r.out.filter((o) => o.usage !== undefined && o.usage !== null)).toHaveLength(1);
+  });
+});
+
+/** A chunk as OpenAI writes it (compact, its key order, `"usage":null` when usage was asked for). */
+function wire(choice: string, index = 0): SseEvent {
+  return {
+    data:
+      '{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m",' +
+      `"service_tier":"default","system_fingerprint":"fp_1","choices":[{"index":${index},${choice}}],"usage":null}`,
+  };
+}
+const wireText = (content: string, index = 0) =>
+  wire(`"delta":{"content":${JSON.stringify(content)}},"logprobs":null,"finish_reason":null`, index);
+const wireFinish = (reason = 'stop', index = 0) =>
+  wire(`"delta":{},"logprobs":null,"finish_reason":"${reason}"`, index);
+const wireRole = () =>
+  wire('"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null');
+
+describe('simpleChoice: OpenAI chunks read without parsing', () => {
+  /** What the stream reads from a parsed chunk: the one choice's index, text and finish reason. */
+  const parsed = (data: string) => {
+    const choice = (JSON.parse(data) as Chunk).choices[0] as Record<string, unknown>;
+    return {
+      index: choice.index,
+      text: choiceText(choice.delta),
+      finish: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
+    };
+  };
+
+  it.each([
+    'plain words',
+    ' leading space',
+    'quote " and backslash \\ and slash /',
+    'line\nbreak\ttab\r',
+    'accents é ü and emoji 🙂 (a surrogate pair)',
+    '\u0000 \u001f control characters, escaped',
+    '"choices":[{"index":9,"delta":{"content":"not this"}}]',
+    '\\"',
+    '\\',
+  ])('reads %j as JSON.parse does', (content) => {
+    for (const event of [wireText(content), wireText(content, 3)]) {
+      expect(simpleChoice(event.data)).toEqual(parsed(event.data));
+    }
+  });
+
+  it('reads an escaped unicode literal as JSON.parse does', () => {
+    const data = wireText('x').data.replace('"content":"x"', '"content":"caf\\u00e9 \\ud83d\\ude42"');
+    expect(simpleChoice(data)).toEqual({ index: 0, text: 'café 🙂', finish: null });
+    expect(simpleChoice(data)).toEqual(parsed(data));
+  });
+
+  it('reads finish chunks and empty deltas', () => {
+    for (const event of [wireFinish('stop'), wireFinish('length', 2), wireFinish('content_filter')]) {
+      expect(simpleChoice(event.data)).toEqual(parsed(event.data));
+    }
+    const empty = wire('"delta":{},"logprobs":null,"finish_reason":null');
+    expect(simpleChoice(empty.data)).toEqual({ index: 0, text: '', finish: null });
+  });
+
+  it.each([
+    ['another layout (spaces)', text('x').data.replace('"choices":', '"choices": ')],
+    ['no logprobs member', text('x').data],
+    ['a role chunk', wireRole().data],
+    ['a usage chunk', chunk([], { usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }).data],
+    ['two choices', wireText('a').data.replace('}],"usage"', '},{"index":1,"delta":{}}],"usage"')],
+    ['choices twice (the parser keeps the last)', `${wireText('a').data.slice(0, -1)},"choices":[]}`],
+    ['trailing text', `${wireText('a').data} x`],
+    ['a raw control character', wireText('a').data.replace('"content":"a"', '"content":"a\nb"')],
+    ['an invalid escape', wireText('a').data.replace('"content":"a"', '"content":"a\\qb"')],
+    ['an index with a leading zero', wireText('a').data.replace('"index":0', '"index":01')],
+    ['an index of ten digits', wireText('a').data.replace('"index":0', '"index":1234567890')],
+    ['content never closed', '{"choices":[{"index":0,"delta":{"content":"abc}'],
+    ['a backslash at the very end', '{"choices":[{"index":0,"delta":{"content":"abc\\}'],
+    ['a finish reason never closed', wireFinish().data.replace('"stop"', '"stop')],
+    ['tool call arguments', wire('"delta":{"tool_calls":[]},"logprobs":null,"finish_reason":null').data],
+    [
+      'content and refusal',
+      wire('"delta":{"content":"a","refusal":"b"},"logprobs":null,"finish_reason":null').data,
+    ],
+  ])('leaves %s to the parser', (_name, data) => {
+    expect(simpleChoice(data)).toBeUndefined();
+  });
+
+  it('annotate: a stream in OpenAI layout is annotated exactly as the same stream in another layout', async () => {
+    const said = `${LONG_CLEAN} "Quoted," she said: \\ ok.\n${VIOLENT}. ${CLEAN} 🙂 é.`;
+    const pieces = said.match(/\s*\S+/g) ?? [];
+    const openai = await run('annotate', [
+      wireRole(),
+      ...pieces.map((p) => wireText(p)),
+      wireFinish(),
+      usage(),
+    ]);
+    const other = await run('annotate', [role(), ...pieces.map((p) => text(p)), finish(), usage()]);
+    const annotations = (r: Run) =>
+      annotationsOf(r.out).map((o) => ({
+        offsets: o.choices[0]?.content_filter_offsets,
+        results: o.choices[0]?.content_filter_results,
+      }));
+    expect(annotations(openai).length).toBeGreaterThan(2);
+    expect(annotations(openai)).toEqual(annotations(other));
+    expect(annotations(openai).at(-1)?.offsets).toMatchObject({ end_offset: said.length });
+    expect(openai.ctx.outcome.flagged.has('violence')).toBe(true);
+    // Every upstream chunk goes out as it came, each annotation after the text it covers.
+    const sent = openai.out.filter((o) => !('prompt_filter_results' in o) && !annotationsOf([o]).length);
+    expect(sent.map((o) => JSON.stringify(o))).toEqual(
+      [wireRole(), ...pieces.map((p) => wireText(p)), wireFinish(), usage()].map((e) =>
+        JSON.stringify(JSON.parse(e.data)),
+      ),
+    );
   });
 });

@@ -11,7 +11,7 @@ import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js'
 import { offlineClassifier } from '../../src/safety/offline/index.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
 import { contentFilterEntry } from '../../src/safety/responses.js';
-import { safeResponseEvents } from '../../src/safety/responses-stream.js';
+import { safeResponseEvents, textDelta } from '../../src/safety/responses-stream.js';
 import { assertOpenAISchema } from '../helpers/openapi.js';
 import { chatChunks, iterate, meta } from '../responses/fixtures.js';
 
@@ -383,5 +383,87 @@ describe('safeResponseEvents, edges', () => {
       }
       expect(out).toContain('{"broken": ');
     }
+  });
+});
+
+describe('textDelta: output_text deltas read without parsing', () => {
+  /** A delta event in the bridge's (and OpenAI's) member order. */
+  const usual = (delta: string, output = 0, content = 0, extra = '') =>
+    `{"type":"response.output_text.delta","sequence_number":7,"item_id":"msg_1","output_index":${output},` +
+    `"content_index":${content},"delta":${JSON.stringify(delta)},"logprobs":[]${extra}}`;
+  const parsed = (data: string) => {
+    const e = JSON.parse(data) as { output_index: number; content_index: number; delta: string };
+    return { output: e.output_index, content: e.content_index, delta: e.delta };
+  };
+
+  it.each([
+    'plain words',
+    'quote " backslash \\ slash /',
+    'line\nbreak\ttab',
+    'é ü 🙂',
+    '\u0000\u001f',
+    '","logprobs":[]}',
+    '',
+  ])('reads %j as JSON.parse does', (delta) => {
+    for (const data of [usual(delta), usual(delta, 2, 1), usual(delta, 0, 0, ',"obfuscation":"Zx9_"')]) {
+      expect(textDelta(data)).toEqual(parsed(data));
+    }
+  });
+
+  it.each([
+    ['another member order', nativeEvents('Hello there').find((e) => e.data.includes('.delta"'))?.data ?? ''],
+    ['logprobs given', usual('x').replace('"logprobs":[]', '"logprobs":[{"token":"x","logprob":0}]')],
+    ['another member', usual('x', 0, 0, ',"extra":1')],
+    ['spaces', usual('x').replace('"delta":', '"delta": ')],
+    ['trailing text', `${usual('x')} `],
+    ['a raw control character', usual('x').replace('"delta":"x"', '"delta":"a\tb"')],
+    ['an invalid escape', usual('x').replace('"delta":"x"', '"delta":"a\\qb"')],
+    ['another event', usual('x').replace('output_text.delta', 'refusal.delta')],
+  ])('leaves %s to the parser', (_name, data) => {
+    expect(data).not.toBe('');
+    expect(textDelta(data)).toBeUndefined();
+  });
+
+  it('annotate: the same text in either layout gets the same content_filters', async () => {
+    const said = `${CLEAN}, "quoted" \\ 🙂 é.\n${VIOLENT}. ${CLEAN}.`;
+    const native = nativeEvents(said);
+    // The same events with the deltas written in the usual member order (the bridge's and OpenAI's).
+    const reordered = native.map((e, i) => {
+      const data = JSON.parse(e.data) as JsonObject;
+      if (data.type !== 'response.output_text.delta') return e;
+      return {
+        event: e.event,
+        data: usual(String(data.delta)).replace('"sequence_number":7', `"sequence_number":${i}`),
+      };
+    });
+    expect(reordered.filter((e) => textDelta(e.data) !== undefined).length).toBe(words(said).length);
+    const filters = async (events: SseEvent[]) => {
+      let completed: JsonObject | undefined;
+      const outcome = newSafetyOutcome();
+      for await (const _ of safeResponseEvents(iterate(events), {
+        active: active('annotate'),
+        outcome,
+        metrics: new Metrics(),
+        windowChars: 32,
+        prompt: contentFilterEntry(
+          'prompt',
+          { results: {}, flagged: [], blocked: false, findings: undefined },
+          0,
+        ),
+        onComplete: (r) => {
+          completed = r;
+        },
+        abort: () => {},
+      })) {
+        // drained
+      }
+      return { filters: completed?.content_filters, flagged: [...outcome.flagged] };
+    };
+    const a = await filters(reordered);
+    expect(a).toEqual(await filters(native));
+    expect(a.flagged).toContain('violence');
+    expect((a.filters as JsonObject[])[1]).toMatchObject({
+      content_filter_offsets: { start_offset: 0, end_offset: said.length, check_offset: said.length },
+    });
   });
 });
