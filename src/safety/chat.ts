@@ -111,8 +111,10 @@ export async function checkChatCompletion(
 }
 
 /**
- * The text of a chat message the completion check reads: content, refusal, reasoning (`reasoning_content`
- * as vLLM and DeepSeek send it, or a string `reasoning`) and tool call arguments.
+ * The text of a chat message the completion check reads: content (a string, or the text of its parts, as
+ * some OpenAI-compatible servers send it), refusal, reasoning (`reasoning_content` as vLLM and DeepSeek
+ * send it, or a string `reasoning`), the audio's transcript, tool call arguments (function) and inputs
+ * (custom), and a legacy `function_call`'s arguments.
  */
 export function messageCheckText(message: unknown): string {
   if (message === null || typeof message !== 'object') return '';
@@ -121,19 +123,36 @@ export function messageCheckText(message: unknown): string {
     refusal?: unknown;
     reasoning_content?: unknown;
     reasoning?: unknown;
+    audio?: { transcript?: unknown } | null;
     tool_calls?: unknown;
+    function_call?: { arguments?: unknown } | null;
   };
   const texts: string[] = [];
-  if (typeof m.content === 'string' && m.content !== '') texts.push(m.content);
-  if (typeof m.refusal === 'string' && m.refusal !== '') texts.push(m.refusal);
-  if (typeof m.reasoning_content === 'string' && m.reasoning_content !== '') texts.push(m.reasoning_content);
-  if (typeof m.reasoning === 'string' && m.reasoning !== '') texts.push(m.reasoning);
+  const add = (text: unknown): void => {
+    if (typeof text === 'string' && text !== '') texts.push(text);
+  };
+  if (Array.isArray(m.content)) {
+    for (const part of m.content) {
+      if (part === null || typeof part !== 'object') continue;
+      const p = part as { text?: unknown; refusal?: unknown };
+      add(p.text);
+      add(p.refusal);
+    }
+  } else {
+    add(m.content);
+  }
+  add(m.refusal);
+  add(m.reasoning_content);
+  add(m.reasoning);
+  add(m.audio?.transcript);
   if (Array.isArray(m.tool_calls)) {
     for (const call of m.tool_calls) {
-      const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments;
-      if (typeof args === 'string' && args !== '') texts.push(args);
+      const c = call as { function?: { arguments?: unknown }; custom?: { input?: unknown } } | null;
+      add(c?.function?.arguments);
+      add(c?.custom?.input);
     }
   }
+  add(m.function_call?.arguments);
   return texts.join('\n');
 }
 

@@ -123,10 +123,18 @@ export async function checkResponsesPrompt(s: ResponsesSafety, req: JsonObject):
   return contentFilterEntry('prompt', check, length);
 }
 
-/** Checks one completion text and counts it. */
+/**
+ * Checks one completion text and counts it. In annotate mode a classifier failing after the upstream
+ * answered gives the error result (reported in `content_filters`), never a 503 that would throw away an
+ * answer already billed: the closed policy applies to the prompt only (README, "Safety" → "Policies").
+ */
 export async function checkCompletionText(s: ResponsesSafety, text: string): Promise<SafetyCheck> {
+  const active =
+    s.active.policy.mode === 'annotate' && s.active.onFailure === 'closed'
+      ? { ...s.active, onFailure: 'open' as const }
+      : s.active;
   return countedCheck(s.metrics, s.outcome, 'responses', 'completion', s.active.classifier.name, () =>
-    checkCompletion(s.active, text, s.signal),
+    checkCompletion(active, text, s.signal),
   );
 }
 
@@ -146,13 +154,20 @@ export function combineChecks(active: ActiveSafety, checks: readonly SafetyCheck
 /**
  * The checked texts of one output item, each with its place in the item: `c<i>` a content part (a
  * message's output_text or refusal, a reasoning item's reasoning_text), `s<i>` a reasoning summary part,
- * `a` a function call's arguments. The stream check uses the places to find text no delta carried.
+ * `a` what the model wrote for a tool (a function or MCP call's arguments, a custom tool call's input),
+ * `o` an MCP call's output. The stream check uses the places to find text no delta carried.
  */
 export function itemTexts(item: unknown): Array<{ at: string; text: string }> {
   const texts: Array<{ at: string; text: string }> = [];
   if (!isObject(item)) return texts;
-  if (item.type === 'function_call' && typeof item.arguments === 'string') {
+  if ((item.type === 'function_call' || item.type === 'mcp_call') && typeof item.arguments === 'string') {
     texts.push({ at: 'a', text: item.arguments });
+  }
+  if (item.type === 'custom_tool_call' && typeof item.input === 'string') {
+    texts.push({ at: 'a', text: item.input });
+  }
+  if (item.type === 'mcp_call' && typeof item.output === 'string') {
+    texts.push({ at: 'o', text: item.output });
   }
   if (Array.isArray(item.content)) {
     item.content.forEach((part: unknown, i) => {
@@ -178,7 +193,7 @@ export function partText(part: unknown): string | undefined {
   return undefined;
 }
 
-/** The completion text of Response output items: message texts and refusals, reasoning, call arguments. */
+/** The completion text of Response output items: message texts and refusals, reasoning, tool calls. */
 export function outputCompletionText(output: unknown): string {
   if (!Array.isArray(output)) return '';
   let text = '';
@@ -189,7 +204,7 @@ export function outputCompletionText(output: unknown): string {
 /**
  * A whole Response (JSON answer) checked: `content_filters` added; when the policy blocks the completion,
  * the Response made `incomplete` (content_filter), message items emptied and the other output items
- * (function calls, reasoning) dropped, `output_text` empty. Usage stays: the upstream did the work.
+ * (tool calls, reasoning) dropped, `output_text` empty. Usage stays: the upstream did the work.
  * Changes and returns `response`.
  */
 export async function checkResponseObject(

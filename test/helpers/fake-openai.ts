@@ -74,6 +74,11 @@ export interface FakeBehavior {
   refusal?: string;
   /** Replace the response's Content-Type header (e.g. `application/json` for a stream request). */
   contentType?: string;
+  /**
+   * Chat and Responses, not streamed: answer 200 with exactly this body, for shapes the fake does not
+   * build (custom tool calls, content parts, audio, MCP calls...).
+   */
+  json?: JsonObject;
 }
 
 export type RecordedRequest = RecordedExchange<FakeBehavior>;
@@ -226,6 +231,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         param: 'messages',
       });
     }
+    if (ctx.behavior.json !== undefined && body.stream !== true) return sendBody(ctx, 200, ctx.behavior.json);
     const messages: unknown[] = body.messages;
     const model = body.model;
     const id = `chatcmpl-fake${ctx.id}`;
@@ -423,6 +429,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     if (!body || typeof body.model !== 'string') {
       return sendError(ctx, 400, { message: 'you must provide a model parameter', param: 'model' });
     }
+    if (ctx.behavior.json !== undefined && body.stream !== true) return sendBody(ctx, 200, ctx.behavior.json);
     const userText = responsesUserText(body.input);
     if (userText === undefined) {
       return sendError(ctx, 400, { message: "'input' is a required property", param: 'input' });
