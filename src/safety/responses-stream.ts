@@ -388,7 +388,7 @@ function closeOpenItems(
         type: 'response.function_call_arguments.done',
         ...at,
         ...(typeof item.name === 'string' ? { name: item.name } : {}),
-        arguments: item.arguments,
+        arguments: typeof item.arguments === 'string' ? item.arguments : '',
       });
     } else if (item.type === 'custom_tool_call' && typeof item.input === 'string') {
       events.push({ type: 'response.custom_tool_call_input.done', ...at, input: item.input });
@@ -450,13 +450,16 @@ function track(event: JsonObject, released: Map<number, JsonObject>, closed: Set
     }
     case 'response.function_call_arguments.delta':
     case 'response.mcp_call_arguments.delta': {
+      // An item announced without its arguments member gets them from the deltas, so the done event
+      // that closes it (closeOpenItems) carries what was released.
       const item = released.get(index);
-      if (item && typeof item.arguments === 'string') item.arguments += String(event.delta);
+      if (item)
+        item.arguments = (typeof item.arguments === 'string' ? item.arguments : '') + String(event.delta);
       return;
     }
     case 'response.custom_tool_call_input.delta': {
       const item = released.get(index);
-      if (item && typeof item.input === 'string') item.input += String(event.delta);
+      if (item) item.input = (typeof item.input === 'string' ? item.input : '') + String(event.delta);
       return;
     }
     default:
