@@ -7,7 +7,7 @@ import type { SseEvent } from '../../providers/types.js';
 import { Metrics } from '../../src/metrics.js';
 import type { ChatSafetyContext } from '../../src/safety/chat.js';
 import { chatSafetyContext, checkChatPrompt } from '../../src/safety/chat.js';
-import { choiceText, safeChatStream, simpleChoice } from '../../src/safety/chat-stream.js';
+import { choiceText, safeChatStream, simpleChoice, sliceDelta } from '../../src/safety/chat-stream.js';
 import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
@@ -641,5 +641,58 @@ describe('safeChatStream, block: a delta longer than a window is released a wind
   it('text already waiting counts: the cut fills the window it joins', async () => {
     const r = await run('block', [role(), text('a'.repeat(300)), text(LONG), finish()], { window: 400 });
     expect(contents(r).map((c) => c.length)).toEqual([300, 700, 1000, 800]);
+  });
+});
+
+describe("sliceDelta: consecutive parts of a delta's text", () => {
+  const delta = {
+    role: 'assistant',
+    content: 'abc',
+    audio: { id: 'au_1', data: 'AAAA', transcript: 'xy' },
+    tool_calls: [
+      { index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: 'defg' } },
+      { index: 1, id: 'call_2', custom: { name: 'c', input: 'hi' } },
+    ],
+  };
+
+  it('the parts carry the text in choiceText order; the first keeps the members that are not text', () => {
+    expect(choiceText(delta)).toBe('abcxydefghi');
+    expect(sliceDelta(delta, 0, 2, true)).toEqual({
+      role: 'assistant',
+      content: 'ab',
+      audio: { id: 'au_1', data: 'AAAA' },
+      tool_calls: [
+        { index: 0, id: 'call_1', type: 'function', function: { name: 'f' } },
+        { index: 1, id: 'call_2', custom: { name: 'c' } },
+      ],
+    });
+    expect(sliceDelta(delta, 2, 7, false)).toEqual({
+      content: 'c',
+      audio: { id: 'au_1', transcript: 'xy' },
+      tool_calls: [{ index: 0, function: { arguments: 'de' } }],
+    });
+    expect(sliceDelta(delta, 7, 11, false)).toEqual({
+      tool_calls: [
+        { index: 0, function: { arguments: 'fg' } },
+        { index: 1, custom: { input: 'hi' } },
+      ],
+    });
+  });
+
+  it('content as text parts is cut inside its parts', () => {
+    const parts = {
+      content: [
+        { type: 'text', text: 'abcd' },
+        { type: 'text', text: 'ef' },
+      ],
+    };
+    expect(choiceText(parts)).toBe('abcdef');
+    expect(sliceDelta(parts, 0, 3, true)).toEqual({ content: [{ type: 'text', text: 'abc' }] });
+    expect(sliceDelta(parts, 3, 6, false)).toEqual({
+      content: [
+        { type: 'text', text: 'd' },
+        { type: 'text', text: 'ef' },
+      ],
+    });
   });
 });
