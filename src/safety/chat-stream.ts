@@ -4,14 +4,16 @@
  *
  * - a chunk `choices: []` with `prompt_filter_results` comes before the first upstream chunk (or, for a
  *   remote check still running in annotate mode, as soon as it is ready, before `[DONE]` at the latest);
- * - the completion text of each choice (content, refusal, reasoning, tool call arguments) is cut in
- *   windows (window.ts) and each checked window is followed by an annotation chunk
+ * - the completion text of each choice (choiceText: content, refusal, reasoning, the audio transcript,
+ *   tool call arguments and custom tool input) is cut in windows (window.ts) and each checked window is
+ *   followed by an annotation chunk
  *   `choices: [{index, delta: {}, finish_reason: null, content_filter_results, content_filter_offsets}]`
  *   (Azure's asynchronous-filter layout, in both modes; `check_offset` is how far the choice's text has
  *   been checked, never decreasing);
  * - annotate: nothing is held back, annotations follow the text they cover;
  * - block: a choice's chunks are held until the window their text belongs to passed the check, then
- *   released in order. A flagged window releases nothing: the choice ends with a chunk
+ *   released in order; a delta with more text than its window has room for is cut into several chunks
+ *   (holdCut), so nothing is released more than a window at a time. A flagged window releases nothing: the choice ends with a chunk
  *   `finish_reason: "content_filter"` carrying the results; once every choice the upstream began is over
  *   (filtered, or finished normally) and one was filtered, the upstream is stopped and a usage chunk for
  *   what was delivered follows (the meter drops it if the client did not ask for usage). A chunk that
@@ -33,7 +35,7 @@ import { TextWindows, type Window } from './window.js';
 
 /** Chunks that may carry completion text or end a choice (compact JSON or with spaces). */
 const TEXT_OR_FINISH =
-  /"(?:content|refusal|reasoning_content|reasoning|arguments)"\s*:\s*"[^"]|"finish_reason"\s*:\s*"/;
+  /"(?:content|refusal|reasoning_content|reasoning|arguments|input|transcript)"\s*:\s*"[^"]|"content"\s*:\s*\[|"finish_reason"\s*:\s*"/;
 
 export interface ChatStreamSafety {
   ctx: ChatSafetyContext;
@@ -218,8 +220,11 @@ export async function* safeChatStream(
     }
   };
 
-  /** Block mode: one choice of a chunk; `event` is a chunk carrying only this choice. */
-  async function* hold(event: SseEvent, choice: JsonObject): AsyncGenerator<SseEvent> {
+  /**
+   * Block mode: one choice of a chunk; `event` is a chunk carrying only this choice, `whole` that chunk
+   * parsed (to cut a delta longer than the window has room for into several chunks).
+   */
+  async function* hold(event: SseEvent, whole: JsonObject, choice: JsonObject): AsyncGenerator<SseEvent> {
     const index = typeof choice.index === 'number' ? choice.index : 0;
     const st = state(index);
     if (st.filtered) return;
@@ -229,10 +234,50 @@ export async function* safeChatStream(
       yield event;
       return;
     }
+    if (text.length > st.windows.room) {
+      yield* holdCut(event, whole, choice, index, st, text.length);
+      return;
+    }
     st.held.push(event);
     const due = text !== '' && st.windows.add(text);
     if (finishes) st.over = true;
     if (due || finishes) yield* settle(index, st);
+  }
+
+  /**
+   * Block mode: a choice whose delta holds more text than its window has room for goes out as several
+   * chunks carrying consecutive parts of that text, each released once its window passed (README,
+   * "Chat completions": no window is longer than 1,000 characters). The finish reason, logprobs and usage
+   * go on the last part.
+   */
+  async function* holdCut(
+    event: SseEvent,
+    whole: JsonObject,
+    choice: JsonObject,
+    index: number,
+    st: ChoiceState,
+    length: number,
+  ): AsyncGenerator<SseEvent> {
+    const delta = choice.delta as JsonObject;
+    const { usage, ...rest } = whole;
+    for (let from = 0; from < length && !st.filtered; ) {
+      const to = Math.min(length, from + st.windows.room);
+      const last = to === length;
+      const part: JsonObject = {
+        ...choice,
+        delta: sliceDelta(delta, from, to, from === 0),
+        ...(last ? {} : { finish_reason: null }),
+        ...(!last && 'logprobs' in choice ? { logprobs: null } : {}),
+      };
+      const chunk: JsonObject = { ...rest, choices: [part] };
+      if (last && usage !== undefined) chunk.usage = usage;
+      st.held.push({ ...event, data: JSON.stringify(chunk) });
+      const due = st.windows.add(choiceText(part.delta));
+      const finishes = last && typeof choice.finish_reason === 'string';
+      if (finishes) st.over = true;
+      if (due || finishes) yield* settle(index, st);
+      from = to;
+    }
   }
 
   const it = events[Symbol.asyncIterator]();
@@ -295,7 +340,7 @@ export async function* safeChatStream(
         yield event;
         for (const choice of choices) note(choice);
       } else if (choices.length === 1) {
-        yield* hold(event, choices[0] as JsonObject);
+        yield* hold(event, parsed, choices[0] as JsonObject);
       } else {
         // Held per choice: a chunk carrying several is split, and its usage (if any) goes on the last part
         // only, so it is counted once.
@@ -307,7 +352,7 @@ export async function* safeChatStream(
             i === last && usage !== undefined
               ? { ...rest, choices: [choice], usage }
               : { ...rest, choices: [choice] };
-          yield* hold({ ...event, data: JSON.stringify(part) }, choice);
+          yield* hold({ ...event, data: JSON.stringify(part) }, part, choice);
         }
       }
       if (block && filteredChoices > 0 && allOver(states)) {
@@ -439,26 +484,121 @@ function parseChunk(data: string): JsonObject | undefined {
   }
 }
 
-/** The text of a delta the completion check reads: content, refusal, reasoning, tool call arguments. */
+/**
+ * The text of a delta the completion check reads: content (a string, or the text of its parts), refusal,
+ * reasoning, the audio transcript, and the arguments or input of tool calls (function, custom, and the
+ * deprecated function_call), in the delta's key order (sliceDelta cuts the same sequence).
+ */
 export function choiceText(delta: unknown): string {
   if (delta === null || typeof delta !== 'object') return '';
-  const d = delta as {
-    content?: unknown;
-    refusal?: unknown;
-    reasoning_content?: unknown;
-    reasoning?: unknown;
-    tool_calls?: unknown;
-  };
+  const d = delta as JsonObject;
   let text = '';
-  if (typeof d.content === 'string') text += d.content;
-  if (typeof d.refusal === 'string') text += d.refusal;
-  if (typeof d.reasoning_content === 'string') text += d.reasoning_content;
-  if (typeof d.reasoning === 'string') text += d.reasoning;
-  if (Array.isArray(d.tool_calls)) {
-    for (const call of d.tool_calls) {
-      const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments;
-      if (typeof args === 'string') text += args;
+  for (const key in d) {
+    const v = d[key];
+    if (typeof v === 'string') {
+      if (TEXT_KEYS.has(key)) text += v;
+    } else if (key === 'content' && Array.isArray(v)) {
+      for (const part of v) if (isTextPart(part)) text += part.text;
+    } else if (key === 'audio' || key === 'function_call') {
+      const inner = isObject(v) ? v[key === 'audio' ? 'transcript' : 'arguments'] : undefined;
+      if (typeof inner === 'string') text += inner;
+    } else if (key === 'tool_calls' && Array.isArray(v)) {
+      for (const call of v) {
+        if (!isObject(call)) continue;
+        const args = isObject(call.function) ? call.function.arguments : undefined;
+        if (typeof args === 'string') text += args;
+        const input = isObject(call.custom) ? call.custom.input : undefined;
+        if (typeof input === 'string') text += input;
+      }
     }
   }
   return text;
+}
+
+/** Delta members that are completion text when they are strings. */
+const TEXT_KEYS: ReadonlySet<string> = new Set(['content', 'refusal', 'reasoning_content', 'reasoning']);
+
+/**
+ * The delta carrying characters [from, to) of its choiceText, in the same members. The first piece keeps
+ * the members that are not text (role, tool call ids, types and names, audio data); later ones carry
+ * only their text, with the index of the tool call it belongs to.
+ */
+export function sliceDelta(delta: JsonObject, from: number, to: number, first: boolean): JsonObject {
+  let at = 0;
+  /** This piece's part of the next text in order, or undefined when none of it falls in the piece. */
+  const cut = (text: string): string | undefined => {
+    const a = Math.max(from - at, 0);
+    const b = Math.min(to - at, text.length);
+    at += text.length;
+    if (a < b) return text.slice(a, b);
+    return first && text === '' ? '' : undefined;
+  };
+  /** An object with its text member cut: the others only in the first piece (`keep` always). */
+  const inner = (o: JsonObject, member: string, keep: readonly string[]): JsonObject | undefined => {
+    const piece: JsonObject = {};
+    for (const k in o) if (first || keep.includes(k)) piece[k] = o[k];
+    delete piece[member];
+    const text = typeof o[member] === 'string' ? cut(o[member] as string) : undefined;
+    if (text !== undefined) piece[member] = text;
+    else if (!first) return undefined;
+    return piece;
+  };
+  const out: JsonObject = {};
+  for (const key in delta) {
+    const v = delta[key];
+    if (typeof v === 'string' && TEXT_KEYS.has(key)) {
+      const text = cut(v);
+      if (text !== undefined) out[key] = text;
+    } else if (key === 'content' && Array.isArray(v)) {
+      const parts: unknown[] = [];
+      for (const part of v) {
+        if (!isTextPart(part)) {
+          if (first) parts.push(part);
+          continue;
+        }
+        const text = cut(part.text);
+        if (text !== undefined) parts.push({ ...part, text });
+      }
+      if (first || parts.length > 0) out[key] = parts;
+    } else if ((key === 'audio' || key === 'function_call') && isObject(v)) {
+      const piece = inner(v, key === 'audio' ? 'transcript' : 'arguments', ['id']);
+      if (piece !== undefined) out[key] = piece;
+    } else if (key === 'tool_calls' && Array.isArray(v)) {
+      const calls: unknown[] = [];
+      for (const call of v) {
+        if (!isObject(call)) {
+          if (first) calls.push(call);
+          continue;
+        }
+        const piece: JsonObject = first ? { ...call } : { index: call.index };
+        let text = false;
+        for (const [k, member] of [
+          ['function', 'arguments'],
+          ['custom', 'input'],
+        ] as const) {
+          const o = call[k];
+          if (!isObject(o)) continue;
+          const part = inner(o, member, []);
+          if (part === undefined) delete piece[k];
+          else {
+            piece[k] = part;
+            if (typeof part[member] === 'string') text = true;
+          }
+        }
+        if (first || text) calls.push(piece);
+      }
+      if (first || calls.length > 0) out[key] = calls;
+    } else if (first) {
+      out[key] = v;
+    }
+  }
+  return out;
+}
+
+function isTextPart(part: unknown): part is { type: 'text'; text: string } {
+  return isObject(part) && part.type === 'text' && typeof part.text === 'string';
+}
+
+function isObject(value: unknown): value is JsonObject {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
 }

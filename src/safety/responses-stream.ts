@@ -2,9 +2,10 @@
  * The safety layer on a Responses event stream (README, "Safety" → "Responses"), whether the events come
  * from a chat upstream through the bridge (responses/stream.ts) or from an upstream that speaks the
  * Responses API. All completion text is checked in windows (window.ts): the deltas of output_text,
- * refusal, reasoning_text, reasoning_summary_text and function_call_arguments, and any text that arrives
- * only in a done event (output_text.done, refusal.done, function_call_arguments.done, content_part.done,
- * output_item.done, …) or in the terminal Response's output without a delta having carried it. Azure
+ * refusal, reasoning_text, reasoning_summary_text, function_call_arguments, custom_tool_call_input and
+ * mcp_call_arguments, and any text that arrives only whole: in an added event (an item or part that
+ * comes with its text filled), a done event (output_text.done, function_call_arguments.done,
+ * output_item.done, …) or the terminal Response's output, without a delta having carried it. Azure
  * documents no event that carries content filter results in a Responses stream, so the results reach the
  * client as `content_filters` on the Response of the terminal event (response.completed /
  * response.incomplete), the same shape as a JSON answer (responses.ts).
@@ -17,7 +18,10 @@
  * block: from the first unchecked text on, events wait until their window is checked; a flagged window
  * is dropped with everything held behind it, the upstream call is aborted, and the stream ends with
  * `response.incomplete` (content_filter) holding only what was released. A check that cannot run under a
- * policy that fails closed ends the stream with an error event, releasing nothing unchecked. Sequence
+ * policy that fails closed ends the stream with an error event, releasing nothing unchecked, and so does
+ * an event that is not JSON (it cannot be checked). A delta longer than its window has room for goes out
+ * as several deltas, each released once its window passed. The items a blocked stream closes carry only
+ * text that was released, and all of that was checked. Sequence
  * numbers are counted here, so they stay consecutive whatever is held or dropped.
  */
 import type { JsonObject, SseEvent } from '../../providers/types.js';
@@ -35,7 +39,7 @@ import {
   partText,
   type ResponsesSafety,
 } from './responses.js';
-import { TextWindows } from './window.js';
+import { MAX_WINDOW, TextWindows } from './window.js';
 
 export interface StreamSafety extends ResponsesSafety {
   /** Characters per checked window (`safety.stream_window_chars`). */
@@ -55,9 +59,14 @@ const DELTAS: Readonly<Record<string, (e: JsonObject) => string>> = {
   'response.reasoning_text.delta': (e) => `c${num(e.content_index)}`,
   'response.reasoning_summary_text.delta': (e) => `s${num(e.summary_index)}`,
   'response.function_call_arguments.delta': () => 'a',
+  'response.custom_tool_call_input.delta': () => 'i',
+  'response.mcp_call_arguments.delta': () => 'a',
 };
 
-/** Done events that repeat (or bring for the first time) a whole text, and where it goes. */
+/**
+ * Events that repeat (or bring for the first time) a whole text, and where it goes: the done events, and
+ * the added events, whose item or part may arrive with its text already filled.
+ */
 const DONE_TEXTS: Readonly<Record<string, (e: JsonObject) => Array<{ at: string; text: string }>>> = {
   'response.output_text.done': (e) => one(`c${num(e.content_index)}`, e.text),
   'response.refusal.done': (e) => one(`c${num(e.content_index)}`, e.refusal),
@@ -67,8 +76,25 @@ const DONE_TEXTS: Readonly<Record<string, (e: JsonObject) => Array<{ at: string;
   'response.content_part.done': (e) => one(`c${num(e.content_index)}`, partText(e.part)),
   'response.reasoning_summary_part.done': (e) =>
     one(`s${num(e.summary_index)}`, isObject(e.part) ? e.part.text : undefined),
-  'response.output_item.done': (e) => itemTexts(e.item),
+  'response.custom_tool_call_input.done': (e) => one('i', e.input),
+  'response.mcp_call_arguments.done': (e) => one('a', e.arguments),
+  'response.output_item.done': (e) => streamItemTexts(e.item),
+  'response.output_item.added': (e) => streamItemTexts(e.item),
+  'response.content_part.added': (e) => one(`c${num(e.content_index)}`, partText(e.part)),
+  'response.reasoning_summary_part.added': (e) =>
+    one(`s${num(e.summary_index)}`, isObject(e.part) ? e.part.text : undefined),
 };
+
+/** An output item's completion texts (itemTexts), with a custom tool call's input and an MCP call's arguments. */
+function streamItemTexts(item: unknown): Array<{ at: string; text: string }> {
+  const texts = itemTexts(item);
+  if (!isObject(item)) return texts;
+  if (item.type === 'custom_tool_call' && typeof item.input === 'string')
+    texts.push({ at: 'i', text: item.input });
+  if (item.type === 'mcp_call' && typeof item.arguments === 'string')
+    texts.push({ at: 'a', text: item.arguments });
+  return texts;
+}
 
 const TERMINAL: ReadonlySet<string> = new Set([
   'response.completed',
@@ -99,6 +125,8 @@ export async function* safeResponseEvents(
   let snapshot: JsonObject | undefined;
   /** Output items as the client has them so far, by output_index (block mode). */
   const released = new Map<number, JsonObject>();
+  /** The output indexes whose output_item.done went out (items without a status, custom tool calls). */
+  const closed = new Set<number>();
   let sequence = 0;
 
   /** The part of a whole text no delta or earlier event carried (block: all of it when it differs). */
@@ -132,7 +160,7 @@ export async function* safeResponseEvents(
       for (const t of done(event)) text += unseen(`${index}:${t.at}`, t.text);
     } else if (TERMINAL.has(type) && isObject(event.response) && Array.isArray(event.response.output)) {
       event.response.output.forEach((item: unknown, i) => {
-        for (const t of itemTexts(item)) text += unseen(`${i}:${t.at}`, t.text);
+        for (const t of streamItemTexts(item)) text += unseen(`${i}:${t.at}`, t.text);
       });
     }
     return text;
@@ -168,7 +196,7 @@ export async function* safeResponseEvents(
 
   const out = (event: JsonObject, name: string | undefined): SseEvent => {
     event.sequence_number = sequence++;
-    track(event, released);
+    track(event, released, closed);
     return { ...(name === undefined ? {} : { event: name }), data: JSON.stringify(event) };
   };
 
@@ -198,7 +226,9 @@ export async function* safeResponseEvents(
     }
     const event = parse(raw);
     if (event === undefined) {
-      // Not a JSON event (the upstream's problem, reported where it is relayed): passed on untouched.
+      // Not a JSON event: block cannot check it, so it ends the stream (README, "Responses"), dropping
+      // what is held; annotate passes it on untouched (the upstream's problem, reported where relayed).
+      if (blocking) throw unreadableEvent();
       yield raw;
       continue;
     }
@@ -232,45 +262,65 @@ export async function* safeResponseEvents(
         held.push(event);
         continue;
       }
-      held.push(event);
-      // A window is checked once it is full; the rest waits for more text or for the next other event.
-      if (!windows.add(text)) continue;
-    } else {
-      // Text only this event carries is checked before the event goes out.
-      if (text !== '') windows.add(text);
-      if (held.length === 0 && windows.waiting === 0) {
-        if (TERMINAL.has(type)) await finish(event);
-        yield out(event, raw.event);
-        continue;
+      // A delta longer than the window has room for goes out as several deltas carrying consecutive
+      // parts of its text, each released once its window passed (no window exceeds MAX_WINDOW).
+      let blocked = false;
+      for (const piece of cutDelta(event, text, windows.room)) {
+        held.push(piece.event);
+        // A window is checked once it is full; the rest waits for more text or for the next other event.
+        if (!windows.add(piece.text)) continue;
+        if (yield* checkAndRelease()) {
+          blocked = true;
+          break;
+        }
       }
-      // Whatever follows unchecked text (its done events repeat it whole) waits for its check.
-      held.push(event);
+      if (blocked) return;
+      continue;
     }
-    const check = windows.waiting > 0 ? await checkWindow() : undefined;
-    if (check?.blocked) {
-      s.abort();
-      held = [];
-      for (const e of closeOpenItems(released)) yield out(e, String(e.type));
-      yield out(await blockedEnd(), 'response.incomplete');
-      return;
+    // Text only this event carries is checked (in windows no longer than MAX_WINDOW) before it goes out.
+    for (let from = 0; from < text.length; ) {
+      const to = Math.min(text.length, from + windows.room);
+      windows.add(text.slice(from, to));
+      from = to;
+      if (from < text.length && (yield* checkHeld())) return;
     }
-    for (const e of held) {
-      if (TERMINAL.has(String(e.type))) await finish(e);
-      yield out(e, String(e.type));
+    if (held.length === 0 && windows.waiting === 0) {
+      if (TERMINAL.has(type)) await finish(event);
+      yield out(event, raw.event);
+      continue;
     }
-    held = [];
+    // Whatever follows unchecked text (its done events repeat it whole) waits for its check.
+    held.push(event);
+    if (yield* checkAndRelease()) return;
   }
   // The upstream ended with text still unchecked and no terminal event after it (a cut stream): what
   // passes its check is released; the stream's end is reported where it is relayed.
-  if (held.length > 0) {
+  if (held.length > 0) yield* checkAndRelease();
+
+  /**
+   * Checks the waiting text; flagged, the stream ends blocked (true): the upstream stops, the open items
+   * are closed with what was released, and nothing held goes out.
+   */
+  async function* checkHeld(): AsyncGenerator<SseEvent, boolean> {
     const check = windows.waiting > 0 ? await checkWindow() : undefined;
-    if (check?.blocked) {
-      s.abort();
-      for (const e of closeOpenItems(released)) yield out(e, String(e.type));
-      yield out(await blockedEnd(), 'response.incomplete');
-      return;
+    if (!check?.blocked) return false;
+    s.abort();
+    held = [];
+    for (const e of closeOpenItems(released, closed)) yield out(e, String(e.type));
+    yield out(await blockedEnd(), 'response.incomplete');
+    return true;
+  }
+
+  /** checkHeld, then, when the text passed, the held events go out. */
+  async function* checkAndRelease(): AsyncGenerator<SseEvent, boolean> {
+    if (yield* checkHeld()) return true;
+    const release = held;
+    held = [];
+    for (const e of release) {
+      if (TERMINAL.has(String(e.type))) await finish(e);
+      yield out(e, String(e.type));
     }
-    for (const e of held) yield out(e, String(e.type));
+    return false;
   }
 
   /** The response.incomplete event of a blocked stream: what was released, the filters' verdict. */
@@ -311,10 +361,14 @@ async function annotatedCheck(s: StreamSafety, text: string): Promise<SafetyChec
  * The done events of the items still open when a blocked stream stops, as OpenAI closes the items of an
  * incomplete Response: each ends `incomplete` with the text the client was given.
  */
-function closeOpenItems(released: ReadonlyMap<number, JsonObject>): JsonObject[] {
+function closeOpenItems(
+  released: ReadonlyMap<number, JsonObject>,
+  closed: ReadonlySet<number>,
+): JsonObject[] {
   const events: JsonObject[] = [];
   for (const [index, item] of [...released.entries()].sort((a, b) => a[0] - b[0])) {
-    if (item.status !== 'in_progress') continue;
+    // A custom tool call has no status: it is open until its output_item.done went out.
+    if (item.status === undefined ? closed.has(index) : item.status !== 'in_progress') continue;
     const at = { item_id: item.id, output_index: index };
     if (item.type === 'message' && Array.isArray(item.content)) {
       item.content.forEach((part: unknown, contentIndex) => {
@@ -334,25 +388,32 @@ function closeOpenItems(released: ReadonlyMap<number, JsonObject>): JsonObject[]
         type: 'response.function_call_arguments.done',
         ...at,
         ...(typeof item.name === 'string' ? { name: item.name } : {}),
-        arguments: item.arguments,
+        arguments: typeof item.arguments === 'string' ? item.arguments : '',
       });
+    } else if (item.type === 'custom_tool_call' && typeof item.input === 'string') {
+      events.push({ type: 'response.custom_tool_call_input.done', ...at, input: item.input });
+    } else if (item.type === 'mcp_call' && typeof item.arguments === 'string') {
+      events.push({ type: 'response.mcp_call_arguments.done', ...at, arguments: item.arguments });
     }
     events.push({
       type: 'response.output_item.done',
       output_index: index,
-      item: { ...item, status: 'incomplete' },
+      item: item.status === undefined ? item : { ...item, status: 'incomplete' },
     });
   }
   return events;
 }
 
 /** Keeps `released` as the client's view of the output items (what the SDKs accumulate). */
-function track(event: JsonObject, released: Map<number, JsonObject>): void {
+function track(event: JsonObject, released: Map<number, JsonObject>, closed: Set<number>): void {
   const index = typeof event.output_index === 'number' ? event.output_index : undefined;
   if (index === undefined) return;
   switch (event.type) {
-    case 'response.output_item.added':
     case 'response.output_item.done':
+      closed.add(index);
+      if (isObject(event.item)) released.set(index, structuredClone(event.item));
+      return;
+    case 'response.output_item.added':
       if (isObject(event.item)) released.set(index, structuredClone(event.item));
       return;
     case 'response.content_part.added': {
@@ -387,9 +448,18 @@ function track(event: JsonObject, released: Map<number, JsonObject>): void {
       if (isObject(part) && typeof part.text === 'string') part.text += String(event.delta);
       return;
     }
-    case 'response.function_call_arguments.delta': {
+    case 'response.function_call_arguments.delta':
+    case 'response.mcp_call_arguments.delta': {
+      // An item announced without its arguments member gets them from the deltas, so the done event
+      // that closes it (closeOpenItems) carries what was released.
       const item = released.get(index);
-      if (item && typeof item.arguments === 'string') item.arguments += String(event.delta);
+      if (item)
+        item.arguments = (typeof item.arguments === 'string' ? item.arguments : '') + String(event.delta);
+      return;
+    }
+    case 'response.custom_tool_call_input.delta': {
+      const item = released.get(index);
+      if (item) item.input = (typeof item.input === 'string' ? item.input : '') + String(event.delta);
       return;
     }
     default:
@@ -420,6 +490,28 @@ export function textDelta(data: string): { output: number; content: number; delt
     }
   }
   return { output: Number(m[1]), content: Number(m[2]), delta };
+}
+
+/**
+ * A delta event as the deltas that carry its text in consecutive parts: the first at most `room`
+ * characters, the others at most MAX_WINDOW (each part's window is then full). Logprobs stay on the last.
+ */
+function cutDelta(event: JsonObject, text: string, room: number): Array<{ event: JsonObject; text: string }> {
+  if (text.length <= room) return [{ event, text }];
+  const pieces: Array<{ event: JsonObject; text: string }> = [];
+  for (let from = 0, size = room; from < text.length; from += size, size = MAX_WINDOW) {
+    const part = text.slice(from, from + size);
+    const last = from + size >= text.length;
+    const piece: JsonObject = { ...event, delta: part };
+    if (!last && Array.isArray(event.logprobs)) piece.logprobs = [];
+    pieces.push({ event: piece, text: part });
+  }
+  return pieces;
+}
+
+/** The error a block-mode stream ends with at an event it cannot read (so cannot check). */
+function unreadableEvent(): GantryError {
+  return new GantryError('UPSTREAM_ERROR', { message: 'The model provider sent an invalid response' });
 }
 
 function num(value: unknown): number {

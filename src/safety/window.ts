@@ -43,6 +43,14 @@ export class TextWindows {
     return this.pending.length;
   }
 
+  /**
+   * How many more characters fit in the window before it reaches MAX_WINDOW: under block a delta longer
+   * than this is cut, so no check (and no release) ever covers more than MAX_WINDOW characters.
+   */
+  get room(): number {
+    return MAX_WINDOW - this.pending.length;
+  }
+
   /** The offset up to which text was taken for checking. */
   get checkedUpTo(): number {
     return this.checkedEnd;

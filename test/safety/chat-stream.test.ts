@@ -7,7 +7,7 @@ import type { SseEvent } from '../../providers/types.js';
 import { Metrics } from '../../src/metrics.js';
 import type { ChatSafetyContext } from '../../src/safety/chat.js';
 import { chatSafetyContext, checkChatPrompt } from '../../src/safety/chat.js';
-import { choiceText, safeChatStream, simpleChoice } from '../../src/safety/chat-stream.js';
+import { choiceText, safeChatStream, simpleChoice, sliceDelta } from '../../src/safety/chat-stream.js';
 import { type ActiveSafety, newSafetyOutcome } from '../../src/safety/engine.js';
 import { offlineClassifier } from '../../src/safety/offline/index.js';
 import { PRESET_POLICIES } from '../../src/safety/policy.js';
@@ -532,5 +532,167 @@ describe('simpleChoice: OpenAI chunks read without parsing', () => {
         JSON.stringify(JSON.parse(e.data)),
       ),
     );
+  });
+});
+
+describe('safeChatStream, block: every text a delta carries is checked', () => {
+  const one = (delta: Record<string, unknown>, finish_reason: string | null = null) =>
+    chunk([{ index: 0, delta, finish_reason }]);
+  /** Ends with content_filter, nothing of the threat out, the upstream stopped. */
+  const expectFiltered = (r: Run) => {
+    expect(r.raw).not.toContain('kill');
+    expect(r.raw).not.toContain('gun');
+    const ends = r.out.flatMap((o) => o.choices).filter((ch) => ch.finish_reason !== null);
+    expect(ends.map((e) => e.finish_reason)).toEqual(['content_filter']);
+    expect(r.aborted).toBe(true);
+    expect(r.ctx.outcome.flagged.has('violence')).toBe(true);
+  };
+
+  it('custom tool call input (tool_calls[].custom.input) is held and filtered like function arguments', async () => {
+    const r = await run('block', [
+      role(),
+      one({ tool_calls: [{ index: 0, id: 'call_1', custom: { name: 'say', input: '' } }] }),
+      ...(VIOLENT.match(/\s*\S+/g) ?? []).map((w) =>
+        one({ tool_calls: [{ index: 0, custom: { input: w } }] }),
+      ),
+      finish('tool_calls'),
+      usage(),
+    ]);
+    expectFiltered(r);
+  });
+
+  it('content sent as an array of text parts is held and filtered', async () => {
+    const r = await run('block', [
+      role(),
+      one({ content: [{ type: 'text', text: 'I am going to' }] }),
+      one({ content: [{ type: 'text', text: VIOLENT.slice('I am going to'.length) }] }),
+      finish(),
+      usage(),
+    ]);
+    expectFiltered(r);
+  });
+
+  it('the audio transcript (delta.audio.transcript) is held and filtered', async () => {
+    const r = await run('block', [
+      role(),
+      one({ audio: { id: 'audio_1', transcript: VIOLENT.slice(0, 20) } }),
+      one({ audio: { id: 'audio_1', transcript: VIOLENT.slice(20) } }),
+      finish(),
+      usage(),
+    ]);
+    expectFiltered(r);
+  });
+
+  it('annotate: the same texts are annotated', async () => {
+    const r = await run(
+      'annotate',
+      [
+        role(),
+        one({ tool_calls: [{ index: 0, id: 'c', custom: { name: 'say', input: VIOLENT } }] }),
+        finish(),
+      ],
+      { window: 1000 },
+    );
+    const [annotation] = annotationsOf(r.out);
+    expect(annotation?.choices[0]?.content_filter_results).toMatchObject({
+      violence: { filtered: false, severity: AT_LEAST_MEDIUM },
+    });
+  });
+});
+
+describe('safeChatStream, block: a delta longer than a window is released a window at a time', () => {
+  /** 2,500 characters, no sentence end inside a window: only MAX_WINDOW closes one. */
+  const LONG = 'lovely flowers and tea '.repeat(109).slice(0, 2500);
+  const contents = (r: Run) =>
+    r.out
+      .flatMap((o) => o.choices)
+      .map((ch) => (ch.delta as { content?: unknown }).content)
+      .filter((c): c is string => typeof c === 'string' && c !== '');
+
+  it('one 2,500-character chunk goes out as 1,000 + 1,000 + 500, each after its own check', async () => {
+    const r = await run('block', [role(), text(LONG), finish(), usage()], { window: 400 });
+    expect(contents(r)).toEqual([LONG.slice(0, 1000), LONG.slice(1000, 2000), LONG.slice(2000)]);
+    const offsets = annotationsOf(r.out).map((a) => a.choices[0]?.content_filter_offsets);
+    expect(offsets).toEqual([
+      { check_offset: 1000, start_offset: 0, end_offset: 1000 },
+      { check_offset: 2000, start_offset: 1000, end_offset: 2000 },
+      { check_offset: 2500, start_offset: 2000, end_offset: 2500 },
+    ]);
+    // Each part is followed by its annotation before the next part goes out.
+    const kinds = r.out
+      .filter((o) => o.choices.length > 0)
+      .map((o) => {
+        const ch = o.choices[0] as Record<string, unknown>;
+        return 'content_filter_offsets' in ch ? 'check' : ch.finish_reason === 'stop' ? 'stop' : 'text';
+      });
+    expect(kinds.slice(1)).toEqual(['text', 'check', 'text', 'check', 'text', 'stop', 'check']);
+    expect(r.out.flatMap((o) => o.choices).filter((ch) => ch.finish_reason === 'stop')).toHaveLength(1);
+  });
+
+  it('the windows before a threat in the same chunk are released, the threat is not', async () => {
+    const chunkText = `${LONG.slice(0, 2100)}${VIOLENT}`;
+    const r = await run('block', [role(), text(chunkText), finish(), usage()], { window: 400 });
+    expect(contents(r)).toEqual([LONG.slice(0, 1000), LONG.slice(1000, 2000)]);
+    expect(r.raw).not.toContain('kill');
+    const ends = r.out.flatMap((o) => o.choices).filter((ch) => ch.finish_reason !== null);
+    expect(ends.map((e) => e.finish_reason)).toEqual(['content_filter']);
+  });
+
+  it('text already waiting counts: the cut fills the window it joins', async () => {
+    const r = await run('block', [role(), text('a'.repeat(300)), text(LONG), finish()], { window: 400 });
+    expect(contents(r).map((c) => c.length)).toEqual([300, 700, 1000, 800]);
+  });
+});
+
+describe("sliceDelta: consecutive parts of a delta's text", () => {
+  const delta = {
+    role: 'assistant',
+    content: 'abc',
+    audio: { id: 'au_1', data: 'AAAA', transcript: 'xy' },
+    tool_calls: [
+      { index: 0, id: 'call_1', type: 'function', function: { name: 'f', arguments: 'defg' } },
+      { index: 1, id: 'call_2', custom: { name: 'c', input: 'hi' } },
+    ],
+  };
+
+  it('the parts carry the text in choiceText order; the first keeps the members that are not text', () => {
+    expect(choiceText(delta)).toBe('abcxydefghi');
+    expect(sliceDelta(delta, 0, 2, true)).toEqual({
+      role: 'assistant',
+      content: 'ab',
+      audio: { id: 'au_1', data: 'AAAA' },
+      tool_calls: [
+        { index: 0, id: 'call_1', type: 'function', function: { name: 'f' } },
+        { index: 1, id: 'call_2', custom: { name: 'c' } },
+      ],
+    });
+    expect(sliceDelta(delta, 2, 7, false)).toEqual({
+      content: 'c',
+      audio: { id: 'au_1', transcript: 'xy' },
+      tool_calls: [{ index: 0, function: { arguments: 'de' } }],
+    });
+    expect(sliceDelta(delta, 7, 11, false)).toEqual({
+      tool_calls: [
+        { index: 0, function: { arguments: 'fg' } },
+        { index: 1, custom: { input: 'hi' } },
+      ],
+    });
+  });
+
+  it('content as text parts is cut inside its parts', () => {
+    const parts = {
+      content: [
+        { type: 'text', text: 'abcd' },
+        { type: 'text', text: 'ef' },
+      ],
+    };
+    expect(choiceText(parts)).toBe('abcdef');
+    expect(sliceDelta(parts, 0, 3, true)).toEqual({ content: [{ type: 'text', text: 'abc' }] });
+    expect(sliceDelta(parts, 3, 6, false)).toEqual({
+      content: [
+        { type: 'text', text: 'd' },
+        { type: 'text', text: 'ef' },
+      ],
+    });
   });
 });

@@ -35,7 +35,12 @@ const EVENT_SCHEMAS: Record<string, string> = {
   'response.reasoning_text.delta': 'ResponseReasoningTextDeltaEvent',
   'response.reasoning_text.done': 'ResponseReasoningTextDoneEvent',
   'response.output_item.done': 'ResponseOutputItemDoneEvent',
+  'response.function_call_arguments.delta': 'ResponseFunctionCallArgumentsDeltaEvent',
   'response.function_call_arguments.done': 'ResponseFunctionCallArgumentsDoneEvent',
+  'response.custom_tool_call_input.delta': 'ResponseCustomToolCallInputDeltaEvent',
+  'response.custom_tool_call_input.done': 'ResponseCustomToolCallInputDoneEvent',
+  'response.mcp_call_arguments.delta': 'ResponseMCPCallArgumentsDeltaEvent',
+  'response.mcp_call_arguments.done': 'ResponseMCPCallArgumentsDoneEvent',
   'response.completed': 'ResponseCompletedEvent',
   'response.incomplete': 'ResponseIncompleteEvent',
 };
@@ -392,5 +397,179 @@ describe('a classifier that fails mid-stream', () => {
     // Only the first window (16 characters and what finished its delta) was checked and released.
     expect(released.length).toBeLessThan(long.length / 2);
     expect(out.some((e) => e.type === 'response.completed')).toBe(false);
+  });
+});
+
+describe('block: text an added event brings, tool inputs, and the closing events of a blocked stream', () => {
+  const part = (t: string) => ({ type: 'output_text', text: t, annotations: [], logprobs: [] });
+  const message = (status: string, text: string | undefined) => ({
+    id: 'msg_1',
+    type: 'message',
+    role: 'assistant',
+    status,
+    content: text === undefined ? [] : [part(text)],
+  });
+  const at = { item_id: 'msg_1', output_index: 0, content_index: 0 };
+  /** Clean deltas (released in their own windows) for item 0, then `then` from output index 1 on. */
+  const cleanThen = (then: JsonObject[], output: JsonObject[]) => {
+    const clean = `${CLEAN}. ${CLEAN}. ${CLEAN}.`;
+    return stream(
+      [
+        { type: 'response.output_item.added', output_index: 0, item: message('in_progress', undefined) },
+        { type: 'response.content_part.added', ...at, part: part('') },
+        ...pieces(clean).map((delta) => ({ type: 'response.output_text.delta', ...at, delta, logprobs: [] })),
+        ...then,
+      ],
+      output,
+    );
+  };
+  /** The blocked end: no threat anywhere, every item added is closed with exactly what was released. */
+  const expectBlocked = (out: SseEvent[], parsed: JsonObject[], s: ReturnType<typeof safetyOf>) => {
+    const wire = out.map((e) => e.data).join('\n');
+    expect(wire).not.toContain('kill');
+    expect(wire).not.toContain('gun');
+    const last = parsed.at(-1) as JsonObject;
+    expect(last.type).toBe('response.incomplete');
+    expect(completionOf(last).blocked).toBe(true);
+    expect(s.aborted()).toBe(1);
+    const added = parsed.filter((e) => e.type === 'response.output_item.added').map((e) => e.output_index);
+    const done = parsed.filter((e) => e.type === 'response.output_item.done').map((e) => e.output_index);
+    expect(done).toEqual(added);
+  };
+
+  it('a message item added with its text already filled is checked before it goes out', async () => {
+    const s = safetyOf('block');
+    const events = stream(
+      [
+        { type: 'response.output_item.added', output_index: 0, item: message('in_progress', VIOLENT) },
+        { type: 'response.output_item.done', output_index: 0, item: message('completed', VIOLENT) },
+      ],
+      [message('completed', VIOLENT)],
+    );
+    const { out, parsed } = await run(events, s);
+    expectBlocked(out, parsed, s);
+  });
+
+  it('a function call added with its arguments after released text: the closing events repeat only the released text', async () => {
+    const s = safetyOf('block');
+    const args = JSON.stringify({ t: VIOLENT });
+    const call = {
+      id: 'fc_1',
+      type: 'function_call',
+      status: 'in_progress',
+      call_id: 'c1',
+      name: 'say',
+      arguments: args,
+    };
+    const { out, parsed } = await run(
+      cleanThen([{ type: 'response.output_item.added', output_index: 1, item: call }], []),
+      s,
+    );
+    expectBlocked(out, parsed, s);
+    const released = parsed
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
+    expect(released.length).toBeGreaterThan(0);
+    const closing = parsed.find((e) => e.type === 'response.output_text.done') as JsonObject;
+    expect(closing.text).toBe(released);
+    const output = ((parsed.at(-1) as JsonObject).response as JsonObject).output as JsonObject[];
+    expect(output.map((i) => i.type)).toEqual(['message']);
+  });
+
+  it('custom tool call input deltas are held and checked; the closing input is what was released', async () => {
+    const s = safetyOf('block');
+    const item = (input: string, status?: string) => ({
+      id: 'ctc_1',
+      type: 'custom_tool_call',
+      call_id: 'call_1',
+      name: 'say',
+      input,
+      ...(status === undefined ? {} : { status }),
+    });
+    const where = { item_id: 'ctc_1', output_index: 1 };
+    const { out, parsed } = await run(
+      cleanThen(
+        [
+          { type: 'response.output_item.added', output_index: 1, item: item('') },
+          ...pieces(VIOLENT).map((delta) => ({
+            type: 'response.custom_tool_call_input.delta',
+            ...where,
+            delta,
+          })),
+          { type: 'response.custom_tool_call_input.done', ...where, input: VIOLENT },
+          { type: 'response.output_item.done', output_index: 1, item: item(VIOLENT) },
+        ],
+        [item(VIOLENT)],
+      ),
+      s,
+    );
+    expectBlocked(out, parsed, s);
+    const released = parsed
+      .filter((e) => e.type === 'response.custom_tool_call_input.delta')
+      .map((e) => e.delta)
+      .join('');
+    const closing = parsed.find((e) => e.type === 'response.custom_tool_call_input.done') as JsonObject;
+    expect(closing.input).toBe(released);
+  });
+
+  it('MCP call arguments deltas are held and checked', async () => {
+    const s = safetyOf('block');
+    const args = JSON.stringify({ t: VIOLENT });
+    const item = (a: string, status: string) => ({
+      id: 'mcp_1',
+      type: 'mcp_call',
+      server_label: 'srv',
+      name: 'say',
+      arguments: a,
+      status,
+    });
+    const where = { item_id: 'mcp_1', output_index: 1 };
+    const { out, parsed } = await run(
+      cleanThen(
+        [
+          { type: 'response.output_item.added', output_index: 1, item: item('', 'in_progress') },
+          ...pieces(args).map((delta) => ({ type: 'response.mcp_call_arguments.delta', ...where, delta })),
+          { type: 'response.mcp_call_arguments.done', ...where, arguments: args },
+          { type: 'response.output_item.done', output_index: 1, item: item(args, 'completed') },
+        ],
+        [item(args, 'completed')],
+      ),
+      s,
+    );
+    expectBlocked(out, parsed, s);
+  });
+});
+
+describe('block: a delta longer than a window is released a window at a time', () => {
+  /** 2,500 characters without a sentence end: only the 1,000-character limit closes a window. */
+  const LONG = 'lovely flowers and tea '.repeat(109).slice(0, 2500);
+  const oneDelta = (text: string) => {
+    const events = textStream('x');
+    const i = events.findIndex((e) => e.event === 'response.output_text.delta');
+    const delta = JSON.parse((events[i] as SseEvent).data) as JsonObject;
+    events[i] = { event: 'response.output_text.delta', data: JSON.stringify({ ...delta, delta: text }) };
+    return events;
+  };
+  const deltas = (parsed: JsonObject[]) =>
+    parsed.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta as string);
+
+  it('one 2,500-character delta goes out as 1,000 + 1,000 + 500', async () => {
+    const s = { ...safetyOf('block'), windowChars: 400 };
+    const { parsed } = await run(oneDelta(LONG), s);
+    expect(deltas(parsed)).toEqual([LONG.slice(0, 1000), LONG.slice(1000, 2000), LONG.slice(2000)]);
+    expect((parsed.at(-1) as JsonObject).type).toBe('response.completed');
+    expect(parsed.map((e) => e.sequence_number)).toEqual(parsed.map((_, i) => i));
+  });
+
+  it('the windows before a threat in the same delta are released, the threat is not', async () => {
+    const s = { ...safetyOf('block'), windowChars: 400 };
+    const { out, parsed } = await run(oneDelta(`${LONG.slice(0, 2100)}${VIOLENT}`), s);
+    expect(deltas(parsed)).toEqual([LONG.slice(0, 1000), LONG.slice(1000, 2000)]);
+    expect(out.map((e) => e.data).join('\n')).not.toContain('kill');
+    const last = parsed.at(-1) as JsonObject;
+    expect(last.type).toBe('response.incomplete');
+    const closing = parsed.find((e) => e.type === 'response.output_text.done') as JsonObject;
+    expect(closing.text).toBe(LONG.slice(0, 2000));
   });
 });

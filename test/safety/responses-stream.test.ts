@@ -362,27 +362,37 @@ describe('safeResponseEvents, edges', () => {
     expect(violentOut.at(-1)?.type).toBe('response.incomplete');
   });
 
-  it('a malformed event is passed on untouched, in annotate and block', async () => {
-    const events: SseEvent[] = [...nativeEvents(CLEAN)];
-    events.splice(2, 0, { event: 'response.output_text.delta', data: '{"broken": ' });
-    for (const mode of ['annotate', 'block'] as const) {
-      const out: string[] = [];
-      for await (const e of safeResponseEvents(iterate(events), {
-        active: active(mode),
-        outcome: newSafetyOutcome(),
-        metrics: new Metrics(),
-        windowChars: 32,
-        prompt: contentFilterEntry(
-          'prompt',
-          { results: {}, flagged: [], blocked: false, findings: undefined },
-          0,
-        ),
-        abort: () => {},
-      })) {
-        out.push(e.data);
-      }
-      expect(out).toContain('{"broken": ');
+  it('a malformed event: annotate passes it on untouched; block ends the stream (UPSTREAM_ERROR), releasing nothing held', async () => {
+    const events: SseEvent[] = [...nativeEvents(VIOLENT)];
+    const at = events.findIndex((e) => e.event === 'response.output_text.delta');
+    events.splice(at + 2, 0, { event: 'response.output_text.delta', data: '{"broken": ' });
+    const options = (mode: 'annotate' | 'block') => ({
+      active: active(mode),
+      outcome: newSafetyOutcome(),
+      metrics: new Metrics(),
+      windowChars: 1000,
+      prompt: contentFilterEntry(
+        'prompt',
+        { results: {}, flagged: [], blocked: false, findings: undefined },
+        0,
+      ),
+      abort: () => {},
+    });
+    const annotated: string[] = [];
+    for await (const e of safeResponseEvents(iterate(events), options('annotate'))) annotated.push(e.data);
+    expect(annotated).toContain('{"broken": ');
+
+    const blocked: string[] = [];
+    let error: unknown;
+    try {
+      for await (const e of safeResponseEvents(iterate(events), options('block'))) blocked.push(e.data);
+    } catch (err) {
+      error = err;
     }
+    expect((error as { errorId?: string }).errorId).toBe('UPSTREAM_ERROR');
+    expect(blocked).not.toContain('{"broken": ');
+    // The deltas before it were held (their window not checked yet) and are not released either.
+    expect(blocked.map((d) => JSON.parse(d).type)).not.toContain('response.output_text.delta');
   });
 });
 
