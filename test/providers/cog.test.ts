@@ -242,9 +242,11 @@ describe('CogBackend, synchronous', () => {
       answered = true;
     });
     await waitFor(() => rec.seen.some((e) => e.kind === 'processing'));
-
     expect(answered).toBe(false);
+    // `processing` comes once the request is written; the fake (in this process) takes it a moment later.
+    await waitFor(() => slow.running().length > 0);
     expect(slow.running()).toEqual([j.predictionId]);
+    expect(answered).toBe(false);
     await running;
     expect(rec.seen.filter((e) => e.kind === 'processing')).toHaveLength(1);
   });
